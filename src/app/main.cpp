@@ -1,0 +1,125 @@
+// The diloco executable: `train`, `check`, `--version`. Maps typed errors to
+// exit codes: 2 bad input, 3 communication failure, 1 internal.
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+// --set values may hold commas (TOML arrays); repeat the flag instead.
+#define CXXOPTS_VECTOR_DELIMITER '\0'
+#include <cxxopts.hpp>
+
+#include "app/recipe.h"
+#include "app/train_command.h"
+#include "inner/corpus.h"
+
+namespace {
+
+constexpr int kExitBadInput = 2;
+
+const char* kUsage =
+    "usage: diloco <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  train RECIPE [--set section.key=value]... [--out DIR]   train under MPI (mpirun/srun)\n"
+    "  check RECIPE [--set section.key=value]...               validate, print the effective recipe\n"
+    "\n"
+    "  diloco --version      print the version\n"
+    "  diloco COMMAND --help options of a command\n"
+    "\n"
+    "exit codes: 0 ok, 1 internal error, 2 bad input (recipe, flag, data), 3 communication failure\n";
+
+// Only the launcher's rank 0 prints input errors, so a bad recipe under
+// mpirun gives one message rather than one per rank.
+bool is_launch_root() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    if (const char* v = std::getenv(var)) return std::string(v) == "0";
+  }
+  return true;
+}
+
+int input_error(const std::string& message) {
+  if (is_launch_root()) std::cerr << "diloco: error: " << message << std::endl;
+  return kExitBadInput;
+}
+
+struct CommandLine {
+  std::string recipe;
+  std::vector<std::string> sets;
+  std::string out;
+  bool help = false;
+  std::string help_text;
+};
+
+CommandLine parse_command(const std::string& command, int argc, char** argv, bool with_out) {
+  cxxopts::Options options("diloco " + command, command == "train"
+                                                     ? "Train a recipe across sites; launch with mpirun or srun."
+                                                     : "Validate a recipe and print its effective form (no MPI).");
+  options.positional_help("RECIPE");
+  options.add_options()("recipe", "TOML recipe", cxxopts::value<std::string>())(
+      "set", "override a key: section.key=value (TOML value or bare string); repeatable",
+      cxxopts::value<std::vector<std::string>>())("h,help", "show this help");
+  if (with_out) options.add_options()("out", "output folder (overrides run.out_dir)", cxxopts::value<std::string>());
+  options.parse_positional({"recipe"});
+  auto result = options.parse(argc, argv);
+  CommandLine cl;
+  cl.help_text = options.help();
+  if (result.count("help")) {
+    cl.help = true;
+    return cl;
+  }
+  if (!result.count("recipe")) throw cxxopts::exceptions::exception("missing RECIPE (a .toml file)");
+  if (result.unmatched().size() > 0) throw cxxopts::exceptions::exception("unexpected argument '" + result.unmatched()[0] + "'");
+  cl.recipe = result["recipe"].as<std::string>();
+  if (result.count("set")) cl.sets = result["set"].as<std::vector<std::string>>();
+  if (with_out && result.count("out")) {
+    cl.out = result["out"].as<std::string>();
+    if (cl.out.empty()) throw cxxopts::exceptions::exception("--out needs a folder");
+  }
+  return cl;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << kUsage;
+    return kExitBadInput;
+  }
+  const std::string command = argv[1];
+  if (command == "--version" || command == "version") {
+    std::cout << "diloco " << DILOCO_VERSION << "\n";
+    return 0;
+  }
+  if (command == "--help" || command == "-h" || command == "help") {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (command != "train" && command != "check") return input_error("unknown command '" + command + "'\n" + kUsage);
+
+  CommandLine cl;
+  try {
+    cl = parse_command(command, argc - 1, argv + 1, command == "train");
+  } catch (const cxxopts::exceptions::exception& e) {
+    return input_error(std::string(e.what()) + " (see diloco " + command + " --help)");
+  }
+  if (cl.help) {
+    std::cout << cl.help_text;
+    return 0;
+  }
+
+  diloco::app::Recipe recipe;
+  try {
+    std::vector<std::string> sets = cl.sets;
+    if (!cl.out.empty()) sets.push_back("run.out_dir=\"" + cl.out + "\"");
+    recipe = diloco::app::load_recipe(cl.recipe, sets);
+  } catch (const diloco::app::RecipeError& e) {
+    return input_error(std::string("recipe: ") + e.what());
+  }
+
+  if (command == "check") {
+    std::cout << diloco::app::to_toml(recipe);
+    return 0;
+  }
+  return diloco::app::run_train(recipe, &argc, &argv);
+}

@@ -1,0 +1,337 @@
+// Recipe keys are declared once in a table (name, type, range, field); parsing,
+// validation, --set overrides and the effective-recipe dump all walk it.
+#include "app/recipe.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "diloco/compression/codec.h"
+
+namespace diloco::app {
+namespace {
+
+std::string where(const toml::node& node, const std::set<std::string>& overridden, const std::string& dotted,
+                  const std::string& fallback) {
+  if (overridden.count(dotted)) return "--set " + dotted;
+  const auto& src = node.source();
+  std::ostringstream out;
+  out << (src.path ? *src.path : fallback);
+  if (src.begin.line > 0) out << ":" << src.begin.line << ":" << src.begin.column;
+  return out.str();
+}
+
+std::string describe(const toml::node& node) {
+  std::ostringstream out;
+  out << node.type() << " ";
+  node.visit([&](auto&& v) { out << v; });
+  return out.str();
+}
+
+struct Key {
+  std::string section;
+  std::string name;
+  // Reads `node` into the recipe; returns an empty string or what is wrong.
+  std::function<std::string(const toml::node&, Recipe&)> read;
+  // The value as TOML text, for the effective recipe.
+  std::function<std::string(const Recipe&)> write;
+};
+
+// Shortest text that reads back to the same double, always a TOML float.
+std::string float_text(double v) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  std::string out(buf, end);
+  if (out.find_first_of(".eEn") == std::string::npos) out += ".0";
+  return out;
+}
+
+std::string string_text(const std::string& v) {
+  std::ostringstream out;
+  out << toml::value<std::string>(v);
+  return out.str();
+}
+
+template <class S>
+using SectionOf = S Recipe::*;
+
+template <class S, class T>
+Key integer_key(std::string section, std::string name, SectionOf<S> sec, T S::*field, std::int64_t lo,
+                std::int64_t hi) {
+  Key k{section, name, {}, {}};
+  k.read = [=](const toml::node& node, Recipe& r) -> std::string {
+    if (!node.is_integer()) return "must be an integer (got " + describe(node) + ")";
+    const std::int64_t v = *node.value<std::int64_t>();
+    if (v < lo || v > hi)
+      return "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + " (got " + std::to_string(v) + ")";
+    (r.*sec).*field = static_cast<T>(v);
+    return {};
+  };
+  k.write = [=](const Recipe& r) { return std::to_string(static_cast<std::int64_t>((r.*sec).*field)); };
+  return k;
+}
+
+// Floats accept integers too (lr = 1 is fine). `ok` states the range.
+template <class S>
+Key number_key(std::string section, std::string name, SectionOf<S> sec, double S::*field,
+               std::function<bool(double)> ok, std::string range) {
+  Key k{section, name, {}, {}};
+  k.read = [=](const toml::node& node, Recipe& r) -> std::string {
+    if (!node.is_number()) return "must be a number (got " + describe(node) + ")";
+    const double v = *node.value<double>();
+    if (!std::isfinite(v) || !ok(v)) return "must be " + range + " (got " + describe(node).substr(describe(node).find(' ') + 1) + ")";
+    (r.*sec).*field = v;
+    return {};
+  };
+  k.write = [=](const Recipe& r) { return float_text((r.*sec).*field); };
+  return k;
+}
+
+template <class S>
+Key string_key(std::string section, std::string name, SectionOf<S> sec, std::string S::*field,
+               std::vector<std::string> allowed = {}) {
+  Key k{section, name, {}, {}};
+  k.read = [=](const toml::node& node, Recipe& r) -> std::string {
+    if (!node.is_string()) return "must be a string (got " + describe(node) + ")";
+    std::string v = *node.value<std::string>();
+    if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), v) == allowed.end()) {
+      std::string list;
+      for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + ("\"" + a + "\"");
+      return "must be one of " + list + " (got \"" + v + "\")";
+    }
+    if (allowed.empty() && v.empty()) return "must not be empty";
+    (r.*sec).*field = v;
+    return {};
+  };
+  k.write = [=](const Recipe& r) { return string_text((r.*sec).*field); };
+  return k;
+}
+
+template <class S, class E>
+Key enum_key(std::string section, std::string name, SectionOf<S> sec, E S::*field,
+             std::vector<std::pair<std::string, E>> names) {
+  Key k{section, name, {}, {}};
+  k.read = [=](const toml::node& node, Recipe& r) -> std::string {
+    std::string list;
+    for (const auto& [n, e] : names) list += (list.empty() ? "" : ", ") + ("\"" + n + "\"");
+    if (!node.is_string()) return "must be one of " + list + " (got " + describe(node) + ")";
+    const std::string v = *node.value<std::string>();
+    for (const auto& [n, e] : names)
+      if (n == v) {
+        (r.*sec).*field = e;
+        return {};
+      }
+    return "must be one of " + list + " (got \"" + v + "\")";
+  };
+  k.write = [=](const Recipe& r) {
+    for (const auto& [n, e] : names)
+      if (e == (r.*sec).*field) return string_text(n);
+    return std::string("\"\"");
+  };
+  return k;
+}
+
+Key paths_key() {
+  Key k{"data", "paths", {}, {}};
+  k.read = [](const toml::node& node, Recipe& r) -> std::string {
+    const toml::array* arr = node.as_array();
+    if (!arr) return "must be an array of strings (got " + describe(node) + ")";
+    if (arr->empty()) return "must name at least one file or folder";
+    std::vector<std::string> paths;
+    for (const auto& item : *arr) {
+      if (!item.is_string()) return "must be an array of strings (holds " + describe(item) + ")";
+      paths.push_back(*item.value<std::string>());
+    }
+    r.data.paths = paths;
+    return {};
+  };
+  k.write = [](const Recipe& r) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < r.data.paths.size(); ++i) out += (i ? ", " : "") + string_text(r.data.paths[i]);
+    return out + "]";
+  };
+  return k;
+}
+
+constexpr std::int64_t kBig = std::int64_t{1} << 40;
+
+const std::vector<Key>& keys() {
+  static const std::vector<Key> table = [] {
+    const auto positive = [](double v) { return v > 0.0; };
+    const auto non_negative = [](double v) { return v >= 0.0; };
+    const auto unit_open = [](double v) { return v >= 0.0 && v < 1.0; };
+    std::vector<Key> k;
+    using R = Recipe;
+    k.push_back(string_key("run", "name", &R::run, &RunConfig::name));
+    k.push_back(integer_key("run", "seed", &R::run, &RunConfig::seed, 0, kBig));
+    k.push_back(string_key("run", "out_dir", &R::run, &RunConfig::out_dir));
+    k.push_back(integer_key("run", "threads", &R::run, &RunConfig::threads, 1, 256));
+
+    k.push_back(integer_key("model", "d_model", &R::model, &inner::ModelConfig::d_model, 8, 16384));
+    k.push_back(integer_key("model", "n_layers", &R::model, &inner::ModelConfig::n_layers, 1, 256));
+    k.push_back(integer_key("model", "n_heads", &R::model, &inner::ModelConfig::n_heads, 1, 256));
+    k.push_back(integer_key("model", "seq_len", &R::model, &inner::ModelConfig::seq_len, 2, 65536));
+
+    k.push_back(paths_key());
+    k.push_back(number_key("data", "eval_fraction", &R::data, &inner::DataConfig::eval_fraction,
+                           [](double v) { return v > 0.0 && v <= 0.5; }, "in (0, 0.5]"));
+    k.push_back(enum_key("data", "sharding", &R::data, &inner::DataConfig::sharding,
+                         std::vector<std::pair<std::string, inner::Sharding>>{
+                             {"iid", inner::Sharding::kIid}, {"contiguous", inner::Sharding::kContiguous}}));
+    k.push_back(integer_key("data", "batch_size", &R::data, &inner::DataConfig::batch_size, 1, 1 << 20));
+
+    k.push_back(number_key("inner", "lr", &R::inner, &inner::InnerOptimConfig::lr, positive, "> 0"));
+    k.push_back(integer_key("inner", "warmup_steps", &R::inner, &inner::InnerOptimConfig::warmup_steps, 0, kBig));
+    k.push_back(number_key("inner", "min_lr_ratio", &R::inner, &inner::InnerOptimConfig::min_lr_ratio,
+                           [](double v) { return v >= 0.0 && v <= 1.0; }, "in [0, 1]"));
+    k.push_back(number_key("inner", "weight_decay", &R::inner, &inner::InnerOptimConfig::weight_decay, non_negative, ">= 0"));
+    k.push_back(number_key("inner", "beta1", &R::inner, &inner::InnerOptimConfig::beta1, unit_open, "in [0, 1)"));
+    k.push_back(number_key("inner", "beta2", &R::inner, &inner::InnerOptimConfig::beta2, unit_open, "in [0, 1)"));
+    k.push_back(number_key("inner", "grad_clip", &R::inner, &inner::InnerOptimConfig::grad_clip, non_negative,
+                           ">= 0 (0 turns clipping off)"));
+
+    k.push_back(integer_key("outer", "rounds", &R::outer, &outer::OuterConfig::rounds, 1, 1 << 30));
+    k.push_back(enum_key("outer", "optimizer", &R::outer, &outer::OuterConfig::kind,
+                         std::vector<std::pair<std::string, outer::OuterKind>>{
+                             {"nesterov", outer::OuterKind::kNesterov}, {"sgd", outer::OuterKind::kSgd}}));
+    k.push_back(number_key("outer", "lr", &R::outer, &outer::OuterConfig::lr, positive, "> 0"));
+    k.push_back(number_key("outer", "momentum", &R::outer, &outer::OuterConfig::momentum, unit_open, "in [0, 1)"));
+
+    k.push_back(integer_key("sync", "H", &R::sync, &outer::SyncConfig::H, 1, 1 << 30));
+
+    k.push_back(string_key("compression", "codec", &R::compression, &CompressionConfig::codec,
+                           compression::codec_names()));
+
+    k.push_back(integer_key("topology", "sites", &R::topology, &TopologyConfig::sites, 1, 1 << 20));
+
+    k.push_back(integer_key("metrics", "eval_every", &R::metrics, &outer::EvalConfig::every, 1, 1 << 30));
+    k.push_back(integer_key("metrics", "eval_windows", &R::metrics, &outer::EvalConfig::windows, 1, 1 << 24));
+    return k;
+  }();
+  return table;
+}
+
+std::vector<std::string> section_names() {
+  std::vector<std::string> out;
+  for (const auto& k : keys())
+    if (std::find(out.begin(), out.end(), k.section) == out.end()) out.push_back(k.section);
+  return out;
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+void apply_override(toml::table& root, const std::string& flag, std::set<std::string>& overridden) {
+  const auto eq = flag.find('=');
+  if (eq == std::string::npos)
+    throw RecipeError("--set " + flag + ": expected section.key=value");
+  const std::string dotted = flag.substr(0, eq);
+  const std::string text = flag.substr(eq + 1);
+  const auto dot = dotted.find('.');
+  if (dot == std::string::npos || dot == 0 || dot + 1 == dotted.size() || dotted.find('.', dot + 1) != std::string::npos)
+    throw RecipeError("--set " + flag + ": key '" + dotted + "' must be section.key");
+  const std::string section = dotted.substr(0, dot);
+  const std::string key = dotted.substr(dot + 1);
+
+  // A TOML value if it parses as one (42, 0.5, true, ["a"]); otherwise a bare string.
+  toml::table parsed;
+  try {
+    parsed = toml::parse("value = " + text, "--set " + dotted);
+  } catch (const toml::parse_error&) {
+    parsed = toml::table{};
+    parsed.insert("value", text);
+  }
+  if (!root.contains(section)) root.insert(section, toml::table{});
+  toml::table* tbl = root[section].as_table();
+  if (!tbl) throw RecipeError("--set " + flag + ": [" + section + "] is not a table in the recipe");
+  parsed["value"].node()->visit([&](auto&& v) { tbl->insert_or_assign(key, v); });
+  overridden.insert(dotted);
+}
+
+Recipe validate(const toml::table& root, const std::string& source, const std::set<std::string>& overridden) {
+  Recipe r;
+  r.data.paths = {kDefaultCorpus};
+  const auto sections = section_names();
+  for (auto&& [section_key, section_node] : root) {
+    const std::string section(section_key.str());
+    if (std::find(sections.begin(), sections.end(), section) == sections.end())
+      throw RecipeError(where(section_node, overridden, section, source) + ": unknown section [" + section +
+                        "] (known: " + join(sections) + ")");
+    const toml::table* tbl = section_node.as_table();
+    if (!tbl) throw RecipeError(where(section_node, overridden, section, source) + ": '" + section + "' must be a table");
+    for (auto&& [name_key, node] : *tbl) {
+      const std::string name(name_key.str());
+      const std::string dotted = section + "." + name;
+      const auto& all = keys();
+      auto it = std::find_if(all.begin(), all.end(), [&](const Key& k) { return k.section == section && k.name == name; });
+      if (it == all.end()) {
+        std::vector<std::string> known;
+        for (const auto& k : all)
+          if (k.section == section) known.push_back(k.name);
+        throw RecipeError(where(node, overridden, dotted, source) + ": unknown key '" + dotted + "' (known in [" +
+                          section + "]: " + join(known) + ")");
+      }
+      if (std::string problem = it->read(node, r); !problem.empty())
+        throw RecipeError(where(node, overridden, dotted, source) + ": " + dotted + " " + problem);
+    }
+  }
+  // Checks that involve more than one key name the key a user would change.
+  auto locate = [&](const std::string& section, const std::string& name) {
+    const toml::node* n = root.at_path(section + "." + name).node();
+    return n ? where(*n, overridden, section + "." + name, source) : source;
+  };
+  if (r.model.d_model % r.model.n_heads != 0)
+    throw RecipeError(locate("model", "n_heads") + ": model.n_heads must divide model.d_model (" +
+                      std::to_string(r.model.n_heads) + " does not divide " + std::to_string(r.model.d_model) + ")");
+  return r;
+}
+
+Recipe parse_table(toml::table root, const std::string& source, const std::vector<std::string>& overrides) {
+  std::set<std::string> overridden;
+  for (const auto& flag : overrides) apply_override(root, flag, overridden);
+  return validate(root, source, overridden);
+}
+
+}  // namespace
+
+Recipe parse_recipe(const std::string& toml_text, const std::string& source,
+                    const std::vector<std::string>& overrides) {
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, source);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream msg;
+    msg << source << ":" << e.source().begin.line << ":" << e.source().begin.column << ": " << e.description();
+    throw RecipeError(msg.str());
+  }
+  return parse_table(std::move(root), source, overrides);
+}
+
+Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  if (!in) throw RecipeError(path + ": cannot open recipe");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_recipe(text.str(), path, overrides);
+}
+
+std::string to_toml(const Recipe& recipe) {
+  std::ostringstream out;
+  for (const auto& section : section_names()) {
+    out << (out.tellp() > 0 ? "\n" : "") << "[" << section << "]\n";
+    for (const auto& k : keys())
+      if (k.section == section) out << k.name << " = " << k.write(recipe) << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace diloco::app

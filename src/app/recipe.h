@@ -1,0 +1,67 @@
+// A training recipe: one typed struct per TOML section, read from a file,
+// overridden by --set, and validated in one place after merging
+// (CLI > TOML > defaults).
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "inner/corpus.h"
+#include "inner/inner_loop.h"
+#include "inner/model_config.h"
+#include "outer/outer_optimizer.h"
+#include "outer/trainer.h"
+
+namespace diloco::app {
+
+// Bad recipe input; main maps it to exit code 2. The message names the file
+// (and line) or the --set flag, and the key.
+class RecipeError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct RunConfig {
+  std::string name = "diloco";
+  std::int64_t seed = 0;
+  std::string out_dir = "runs/diloco";
+  int threads = 1;  // intra-op threads per rank
+};
+
+struct CompressionConfig {
+  std::string codec = "none";
+};
+
+struct TopologyConfig {
+  int sites = 1;
+};
+
+struct Recipe {
+  RunConfig run;
+  inner::ModelConfig model;
+  inner::DataConfig data;
+  inner::InnerOptimConfig inner;
+  outer::OuterConfig outer;
+  outer::SyncConfig sync;
+  CompressionConfig compression;
+  TopologyConfig topology;
+  outer::EvalConfig metrics;
+};
+
+// Parses `path`, applies `overrides` ("section.key=value", value in TOML
+// syntax or a bare string) and validates everything. Throws RecipeError.
+Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides);
+
+// The same from TOML text; `source` names it in messages.
+Recipe parse_recipe(const std::string& toml_text, const std::string& source,
+                    const std::vector<std::string>& overrides);
+
+// The effective recipe as TOML, every key present.
+std::string to_toml(const Recipe& recipe);
+
+// The default corpus: the plain-text files of Debian's fortunes package.
+inline constexpr const char* kDefaultCorpus = "/usr/share/games/fortunes";
+
+}  // namespace diloco::app

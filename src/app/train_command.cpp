@@ -1,0 +1,181 @@
+// `diloco train`: set up MPI, sites, data and the trainer from a recipe, run it,
+// and report (resolved recipe, one line per round, summary table).
+#include "app/train_command.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "app/metrics_log.h"
+#include "comm/mpi_communicator.h"
+#include "inner/inner_loop.h"
+
+namespace diloco::app {
+namespace {
+
+std::string human_bytes(double bytes) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (bytes >= 1000.0 && u < 4) {
+    bytes /= 1000.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.2f %s", bytes, units[u]);
+  return buf;
+}
+
+// True on every rank when every rank passed `ok`; a collective, so a problem
+// one rank sees (a file only it cannot read) stops all of them together.
+bool all_agree(comm::Communicator& world, bool ok) {
+  double failures = ok ? 0.0 : 1.0;
+  world.all_reduce_sum(std::span<double>(&failures, 1));
+  return failures == 0.0;
+}
+
+std::string round_line(const outer::RoundMetrics& m, int rounds) {
+  char buf[256];
+  const double share = m.wall_s > 0 ? 100.0 * m.comm_s / m.wall_s : 0.0;
+  char eval[32] = "   -  ";
+  if (m.eval_loss) std::snprintf(eval, sizeof(eval), "%6.3f", *m.eval_loss);
+  std::snprintf(buf, sizeof(buf), "round %4d/%-4d H %-4d train %6.3f  eval %s  tokens %9lld  sent %10s  comm %5.1f%%  wall %7.1fs",
+                m.round, rounds, m.H, m.train_loss, eval, static_cast<long long>(m.tokens),
+                human_bytes(static_cast<double>(m.bytes_sent)).c_str(), share, m.wall_s);
+  return buf;
+}
+
+void print_summary(const outer::RunSummary& s, int sites, int ranks) {
+  std::printf("\nsummary (%d sites, %d ranks)\n", sites, ranks);
+  std::printf("  %-24s %12.4f\n", "start eval loss", s.initial_eval_loss);
+  std::printf("  %-24s %12.4f\n", "final eval loss", s.final_eval_loss);
+  std::printf("  %-24s %12d\n", "outer rounds", s.rounds);
+  std::printf("  %-24s %12lld\n", "inner steps per site", static_cast<long long>(s.inner_steps));
+  std::printf("  %-24s %12s\n", "bytes sent between sites", human_bytes(static_cast<double>(s.bytes_sent)).c_str());
+  std::printf("  %-24s %11.1fs\n", "wall time", s.wall_s);
+  std::fflush(stdout);
+}
+
+int train(const Recipe& recipe, comm::MpiSession& mpi) {
+  const bool root = mpi.world_rank() == 0;
+  auto world = comm::MpiCommunicator::world();
+  auto fail = [&](const std::string& message) {
+    if (root) std::cerr << "diloco: error: " << message << std::endl;
+    return 2;
+  };
+
+  if (recipe.topology.sites > mpi.world_size())
+    return fail("topology.sites = " + std::to_string(recipe.topology.sites) + " needs at least that many ranks; this job has " +
+                std::to_string(mpi.world_size()) + " (launch with mpirun -np N)");
+  inner::set_compute_threads(recipe.run.threads);
+
+  // Rank 0 owns the output folder: the effective recipe and the metrics.
+  std::unique_ptr<MetricsLog> log;
+  std::string problem;
+  if (root) {
+    try {
+      std::filesystem::create_directories(recipe.run.out_dir);
+      std::ofstream(recipe.run.out_dir + "/recipe.toml") << to_toml(recipe);
+      log = std::make_unique<MetricsLog>(recipe.run.out_dir + "/metrics.jsonl");
+    } catch (const std::exception& e) {
+      problem = "run.out_dir: cannot write to " + recipe.run.out_dir + ": " + e.what();
+    }
+  }
+  if (!all_agree(*world, problem.empty())) return fail(problem.empty() ? "output folder not writable" : problem);
+
+  const std::size_t min_bytes = static_cast<std::size_t>(recipe.model.seq_len) + 2;
+  std::optional<inner::Corpus> corpus;
+  try {
+    corpus = inner::Corpus::load(recipe.data.paths, recipe.data.eval_fraction, min_bytes);
+  } catch (const inner::DataError& e) {
+    problem = std::string("data.paths: ") + e.what();
+  }
+  if (!all_agree(*world, problem.empty()))
+    return fail(problem.empty() ? "data.paths: another rank could not read the corpus" : problem);
+
+  auto comms = comm::make_mpi_site_comms(recipe.topology.sites);
+  const auto& topo = comms.topology;
+  const std::int64_t total_steps = static_cast<std::int64_t>(recipe.outer.rounds) * recipe.sync.H;
+  outer::CommReplicaGroup group(*comms.site);
+  inner::ShardSpec shard{topo.site, topo.num_sites, topo.site_rank, topo.site_size};
+  std::unique_ptr<inner::InnerLoop> inner_loop;
+  try {
+    inner_loop = std::make_unique<inner::InnerLoop>(recipe.model, recipe.inner, recipe.data, *corpus, shard, group,
+                                                    static_cast<std::uint64_t>(recipe.run.seed), total_steps);
+    problem.clear();
+  } catch (const inner::DataError& e) {
+    problem = std::string("data: ") + e.what();
+  }
+  if (!all_agree(*world, problem.empty()))
+    return fail(problem.empty() ? "data: another rank's shard is unusable" : problem);
+
+  std::unique_ptr<outer::Exchange> exchange;
+  std::unique_ptr<outer::OuterOptimizer> outer_opt;
+  if (topo.is_leader()) {
+    exchange = std::make_unique<outer::Exchange>(*comms.leaders, compression::make_codec(recipe.compression.codec));
+    outer_opt = outer::make_outer_optimizer(recipe.outer, inner_loop->num_params());
+  }
+  outer::Trainer trainer(comms, *inner_loop, std::move(exchange), std::move(outer_opt), recipe.outer, recipe.sync,
+                         recipe.metrics);
+
+  if (root) {
+    std::ostringstream sizes;
+    for (std::size_t s = 0; s < topo.site_sizes.size(); ++s) sizes << (s ? "+" : "") << topo.site_sizes[s];
+    std::printf("diloco %s: %s | %d ranks in %d sites (%s) | %.2fM params | corpus %s from %zu files (held out %s)\n",
+                DILOCO_VERSION, recipe.run.name.c_str(), topo.world_size, topo.num_sites, sizes.str().c_str(),
+                static_cast<double>(inner_loop->num_params()) / 1e6,
+                human_bytes(static_cast<double>(corpus->train().size() + corpus->eval().size())).c_str(),
+                corpus->files(), human_bytes(static_cast<double>(corpus->eval().size())).c_str());
+    std::printf("--- effective recipe (also in %s/recipe.toml) ---\n%s---\n", recipe.run.out_dir.c_str(),
+                to_toml(recipe).c_str());
+    std::fflush(stdout);
+  }
+
+  // Live progress only on a real terminal, at most a few updates a second.
+  const char* term = std::getenv("TERM");
+  const bool live = root && isatty(STDOUT_FILENO) && term && std::string(term) != "dumb";
+  auto last_update = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  outer::Trainer::Hooks hooks;
+  if (live)
+    hooks.on_step = [&](int round, int step, double loss) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_update < std::chrono::milliseconds(250) && step + 1 != recipe.sync.H) return;
+      last_update = now;
+      std::printf("\rround %4d/%-4d step %5d/%-5d loss %6.3f", round, recipe.outer.rounds, step + 1, recipe.sync.H, loss);
+      std::fflush(stdout);
+    };
+  if (root)
+    hooks.on_round = [&](const outer::RoundMetrics& m) {
+      log->write(m);
+      std::printf("%s%s\n", live ? "\r\033[K" : "", round_line(m, recipe.outer.rounds).c_str());
+      std::fflush(stdout);
+    };
+  const auto summary = trainer.run(hooks);
+  if (root) print_summary(summary, topo.num_sites, topo.world_size);
+  return 0;
+}
+
+}  // namespace
+
+int run_train(const Recipe& recipe, int* argc, char*** argv) {
+  comm::MpiSession mpi(argc, argv);
+  try {
+    return train(recipe, mpi);
+  } catch (const comm::CommError& e) {
+    std::cerr << "diloco: communication error: " << e.what() << std::endl;
+    comm::MpiSession::abort(3);
+  } catch (const outer::ExchangeError& e) {
+    std::cerr << "diloco: rank " << mpi.world_rank() << ": exchange error: " << e.what() << std::endl;
+    comm::MpiSession::abort(3);
+  } catch (const std::exception& e) {
+    std::cerr << "diloco: rank " << mpi.world_rank() << ": internal error: " << e.what() << std::endl;
+    comm::MpiSession::abort(1);
+  }
+}
+
+}  // namespace diloco::app

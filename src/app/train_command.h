@@ -1,0 +1,13 @@
+// `diloco train`: runs a recipe under MPI (mpirun or srun launch every rank).
+#pragma once
+
+#include "app/recipe.h"
+
+namespace diloco::app {
+
+// Returns the process exit code. Errors every rank sees alike (bad recipe for
+// this world size, missing data) end all ranks cleanly with 2; an error seen by
+// one rank aborts the whole job so no peer waits forever.
+int run_train(const Recipe& recipe, int* argc, char*** argv);
+
+}  // namespace diloco::app

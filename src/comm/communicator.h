@@ -1,0 +1,66 @@
+// The communicator interface every backend implements (MPI now, NCCL for sites
+// on GPUs). Collectives are written once against it, as gloo does.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace diloco::comm {
+
+// Handle of a non-blocking operation. wait() returns once the buffers passed
+// to the operation may be read and reused; it throws CommError on failure.
+// Destroying an unfinished handle waits for it.
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual void wait() = 0;
+};
+
+// Bytes this rank has handed to the network, counted by the algorithm each
+// collective uses (ring all-reduce 2(n-1)/n*S, all-gather (n-1)*S_own,
+// broadcast root (n-1)*S, send S), as nccl-tests define bus bandwidth.
+struct Traffic {
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t messages = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // In-place element-wise sum over all ranks.
+  virtual void all_reduce_sum(std::span<float> data) = 0;
+  virtual void all_reduce_sum(std::span<double> data) = 0;
+  virtual std::unique_ptr<Work> all_reduce_sum_async(std::span<float> data) = 0;
+
+  // Copies `data` from `root` to every rank; all ranks pass equal sizes.
+  virtual void broadcast(std::span<std::byte> data, int root) = 0;
+
+  // Every rank contributes a buffer of any length (zero allowed) and receives
+  // all of them, indexed by rank.
+  virtual std::vector<std::vector<std::byte>> all_gather(std::span<const std::byte> mine) = 0;
+
+  virtual void send(std::span<const std::byte> data, int dest, int tag) = 0;
+  virtual void recv(std::span<std::byte> data, int source, int tag) = 0;
+
+  virtual void barrier() = 0;
+
+  const Traffic& traffic() const { return traffic_; }
+
+ protected:
+  Traffic traffic_;
+};
+
+// Helpers for typed buffers over the byte interface.
+template <class T>
+void broadcast_values(Communicator& comm, std::span<T> data, int root) {
+  comm.broadcast(std::as_writable_bytes(data), root);
+}
+
+}  // namespace diloco::comm

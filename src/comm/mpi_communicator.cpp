@@ -1,0 +1,230 @@
+// MPI backend: every call checked through DILOCO_MPI_CHECK; large buffers are
+// split into chunks because MPI counts are ints.
+#include "comm/mpi_communicator.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <sstream>
+
+namespace diloco::comm {
+namespace {
+
+constexpr std::size_t kMaxChunk = std::size_t{1} << 30;  // elements per MPI call
+
+int current_world_rank() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) return -1;
+  int rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+template <class T>
+MPI_Datatype mpi_type();
+template <>
+MPI_Datatype mpi_type<float>() { return MPI_FLOAT; }
+template <>
+MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
+
+template <class T>
+void all_reduce_chunks(MPI_Comm comm, std::span<T> data) {
+  for (std::size_t off = 0; off < data.size(); off += kMaxChunk) {
+    const int n = static_cast<int>(std::min(kMaxChunk, data.size() - off));
+    DILOCO_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data.data() + off, n, mpi_type<T>(), MPI_SUM, comm));
+  }
+}
+
+class MpiWork final : public Work {
+ public:
+  explicit MpiWork(std::vector<MPI_Request> requests) : requests_(std::move(requests)) {}
+  ~MpiWork() override {
+    if (!requests_.empty()) MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+  }
+  void wait() override {
+    if (requests_.empty()) return;
+    DILOCO_MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
+    requests_.clear();
+  }
+
+ private:
+  std::vector<MPI_Request> requests_;
+};
+
+}  // namespace
+
+void throw_mpi_error(const char* call, int code, const char* file, int line) {
+  char text[MPI_MAX_ERROR_STRING] = {0};
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  const int rank = current_world_rank();
+  std::ostringstream msg;
+  msg << "rank " << rank << ": " << call << " failed: " << text << " (" << file << ":" << line << ")";
+  throw CommError(msg.str(), rank);
+}
+
+MpiSession::MpiSession(int* argc, char*** argv) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    // Funneled: only the thread that initialized MPI calls it.
+    DILOCO_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+    finalize_ = true;
+  }
+  // Errors come back as return codes, so DILOCO_MPI_CHECK can name the call.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
+}
+
+MpiSession::~MpiSession() {
+  if (finalize_) MPI_Finalize();
+}
+
+void MpiSession::abort(int exit_code) {
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::exit(exit_code);
+}
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm) : comm_(comm) {
+  DILOCO_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  DILOCO_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::world() {
+  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);
+}
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::split(int color, int key) {
+  MPI_Comm out = MPI_COMM_NULL;
+  DILOCO_MPI_CHECK(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &out));
+  if (out == MPI_COMM_NULL) return nullptr;
+  return std::make_unique<MpiCommunicator>(out);
+}
+
+void MpiCommunicator::count_all_reduce(std::size_t bytes) {
+  if (size_ > 1) traffic_.bytes_sent += 2 * (size_ - 1) * bytes / size_;
+  traffic_.messages += 1;
+}
+
+void MpiCommunicator::all_reduce_sum(std::span<float> data) {
+  if (size_ == 1) return;
+  all_reduce_chunks(comm_, data);
+  count_all_reduce(data.size_bytes());
+}
+
+void MpiCommunicator::all_reduce_sum(std::span<double> data) {
+  if (size_ == 1) return;
+  all_reduce_chunks(comm_, data);
+  count_all_reduce(data.size_bytes());
+}
+
+std::unique_ptr<Work> MpiCommunicator::all_reduce_sum_async(std::span<float> data) {
+  std::vector<MPI_Request> requests;
+  if (size_ > 1) {
+    for (std::size_t off = 0; off < data.size(); off += kMaxChunk) {
+      const int n = static_cast<int>(std::min(kMaxChunk, data.size() - off));
+      MPI_Request request;
+      DILOCO_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data.data() + off, n, MPI_FLOAT, MPI_SUM, comm_, &request));
+      requests.push_back(request);
+    }
+    count_all_reduce(data.size_bytes());
+  }
+  return std::make_unique<MpiWork>(std::move(requests));
+}
+
+void MpiCommunicator::broadcast(std::span<std::byte> data, int root) {
+  if (size_ == 1) return;
+  for (std::size_t off = 0; off < data.size(); off += kMaxChunk) {
+    const int n = static_cast<int>(std::min(kMaxChunk, data.size() - off));
+    DILOCO_MPI_CHECK(MPI_Bcast(data.data() + off, n, MPI_BYTE, root, comm_));
+  }
+  if (rank_ == root) traffic_.bytes_sent += (size_ - 1) * data.size();
+  traffic_.messages += 1;
+}
+
+std::vector<std::vector<std::byte>> MpiCommunicator::all_gather(std::span<const std::byte> mine) {
+  std::vector<std::vector<std::byte>> out(size_);
+  if (size_ == 1) {
+    out[0].assign(mine.begin(), mine.end());
+    return out;
+  }
+  if (mine.size() > static_cast<std::size_t>(INT_MAX))
+    throw CommError("all_gather: buffer of " + std::to_string(mine.size()) + " bytes exceeds the MPI count limit", current_world_rank());
+  long long my_len = static_cast<long long>(mine.size());
+  std::vector<long long> lengths(size_);
+  DILOCO_MPI_CHECK(MPI_Allgather(&my_len, 1, MPI_LONG_LONG, lengths.data(), 1, MPI_LONG_LONG, comm_));
+  std::vector<int> counts(size_);
+  std::vector<int> displs(size_);
+  long long total = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (total + lengths[r] > INT_MAX)
+      throw CommError("all_gather: total of " + std::to_string(total + lengths[r]) + " bytes exceeds the MPI count limit", current_world_rank());
+    counts[r] = static_cast<int>(lengths[r]);
+    displs[r] = static_cast<int>(total);
+    total += lengths[r];
+  }
+  std::vector<std::byte> flat(static_cast<std::size_t>(total));
+  DILOCO_MPI_CHECK(MPI_Allgatherv(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, flat.data(),
+                                  counts.data(), displs.data(), MPI_BYTE, comm_));
+  for (int r = 0; r < size_; ++r)
+    out[r].assign(flat.begin() + displs[r], flat.begin() + displs[r] + counts[r]);
+  traffic_.bytes_sent += (size_ - 1) * (mine.size() + sizeof(long long));
+  traffic_.messages += 2;
+  return out;
+}
+
+void MpiCommunicator::send(std::span<const std::byte> data, int dest, int tag) {
+  for (std::size_t off = 0; off < data.size() || off == 0; off += kMaxChunk) {
+    const int n = static_cast<int>(std::min(kMaxChunk, data.size() - off));
+    DILOCO_MPI_CHECK(MPI_Send(data.data() + off, n, MPI_BYTE, dest, tag, comm_));
+    if (data.empty()) break;
+  }
+  traffic_.bytes_sent += data.size();
+  traffic_.messages += 1;
+}
+
+void MpiCommunicator::recv(std::span<std::byte> data, int source, int tag) {
+  for (std::size_t off = 0; off < data.size() || off == 0; off += kMaxChunk) {
+    const int n = static_cast<int>(std::min(kMaxChunk, data.size() - off));
+    MPI_Status status;
+    DILOCO_MPI_CHECK(MPI_Recv(data.data() + off, n, MPI_BYTE, source, tag, comm_, &status));
+    int received = 0;
+    MPI_Get_count(&status, MPI_BYTE, &received);
+    if (received != n)
+      throw CommError("recv: expected " + std::to_string(n) + " bytes from rank " + std::to_string(source) +
+                          ", got " + std::to_string(received), current_world_rank());
+    if (data.empty()) break;
+  }
+}
+
+void MpiCommunicator::barrier() {
+  if (size_ == 1) return;
+  DILOCO_MPI_CHECK(MPI_Barrier(comm_));
+}
+
+}  // namespace diloco::comm
+
+namespace diloco::comm {
+
+SiteComms make_mpi_site_comms(int num_sites) {
+  auto world = MpiCommunicator::world();
+  SiteComms comms;
+  comms.topology = Topology::split(world->rank(), world->size(), num_sites);
+  const Topology& t = comms.topology;
+  comms.site = world->split(t.site, t.site_rank);
+  comms.leaders = world->split(t.is_leader() ? 0 : -1, t.site);
+  comms.world = std::move(world);
+  return comms;
+}
+
+}  // namespace diloco::comm

@@ -1,0 +1,168 @@
+// Inner loop: flat parameter and gradient buffers, one all-reduce per step.
+#include "inner/inner_loop.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "inner/gpt.h"
+#include "inner/lr_schedule.h"
+
+namespace diloco::inner {
+
+struct InnerLoop::Impl {
+  Impl(const ModelConfig& model_config, const InnerOptimConfig& optim_config, const DataConfig& data,
+       const Corpus& corpus, ShardSpec shard, ReplicaGroup& g, std::uint64_t seed,
+       std::int64_t total_steps)
+      : group(g),
+        sampler(corpus, data, shard, model_config.seq_len, seed),
+        optim(optim_config),
+        schedule{optim_config.lr, optim_config.warmup_steps, total_steps, optim_config.min_lr_ratio} {
+    torch::manual_seed(seed);
+    model = Gpt(model_config);
+    flatten();
+    std::vector<torch::Tensor> decayed;
+    std::vector<torch::Tensor> plain;
+    // Decay matrices only; gains, biases and embeddings' rows stay free of it
+    // except the (tied) token embedding, which is a matrix.
+    for (auto& p : model->parameters()) (p.dim() >= 2 ? decayed : plain).push_back(p);
+    auto options = torch::optim::AdamWOptions(optim.lr)
+                       .betas({optim.beta1, optim.beta2})
+                       .weight_decay(optim.weight_decay);
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(decayed, std::make_unique<torch::optim::AdamWOptions>(options));
+    auto no_decay = options;
+    no_decay.weight_decay(0.0);
+    groups.emplace_back(plain, std::make_unique<torch::optim::AdamWOptions>(no_decay));
+    optimizer = std::make_unique<torch::optim::AdamW>(std::move(groups), options);
+  }
+
+  // Re-homes every parameter and gradient as a view into one flat buffer, so
+  // the outer loop and the all-reduce see contiguous memory without copies.
+  // The gradient buffer has one extra slot that carries the step's loss
+  // through the same all-reduce.
+  void flatten() {
+    torch::NoGradGuard no_grad;
+    auto params = model->parameters();
+    std::int64_t total = 0;
+    for (auto& p : params) total += p.numel();
+    flat_params = torch::empty({total});
+    flat_grads = torch::zeros({total + 1});
+    std::int64_t offset = 0;
+    for (auto& p : params) {
+      const auto n = p.numel();
+      auto param_view = flat_params.narrow(0, offset, n);
+      param_view.copy_(p.detach().reshape({-1}));
+      p.set_data(param_view.view(p.sizes()));
+      p.mutable_grad() = flat_grads.narrow(0, offset, n).view(p.sizes());
+      offset += n;
+    }
+    num_params = static_cast<std::size_t>(total);
+  }
+
+  double train_step() {
+    sampler.train_batch(step, batch);
+    const auto B = sampler.batch_size();
+    const auto T = sampler.seq_len();
+    auto tokens = torch::from_blob(batch.data(), {B, T + 1}, torch::kLong);
+    auto inputs = tokens.slice(1, 0, T);
+    auto targets = tokens.slice(1, 1, T + 1);
+
+    flat_grads.zero_();
+    auto loss = model->loss(inputs, targets);
+    loss.backward();
+
+    float* g = flat_grads.data_ptr<float>();
+    g[num_params] = loss.item<float>();
+    if (group.size() > 1) {
+      group.sum(std::span<float>(g, num_params + 1));
+      flat_grads.div_(static_cast<float>(group.size()));
+    }
+    const double mean_loss = g[num_params];
+
+    if (optim.grad_clip > 0.0) {
+      auto grads = flat_grads.narrow(0, 0, static_cast<std::int64_t>(num_params));
+      const double norm = grads.norm().item<double>();
+      if (norm > optim.grad_clip) grads.mul_(optim.grad_clip / (norm + 1e-6));
+    }
+    const double lr = schedule.at(step);
+    for (auto& pg : optimizer->param_groups()) static_cast<torch::optim::AdamWOptions&>(pg.options()).lr(lr);
+    optimizer->step();
+    ++step;
+    return mean_loss;
+  }
+
+  ReplicaGroup& group;
+  BatchSampler sampler;
+  InnerOptimConfig optim;
+  LrSchedule schedule;
+  Gpt model{nullptr};
+  torch::Tensor flat_params;
+  torch::Tensor flat_grads;
+  std::size_t num_params = 0;
+  std::unique_ptr<torch::optim::AdamW> optimizer;
+  std::vector<std::int64_t> batch;
+  std::int64_t step = 0;
+};
+
+InnerLoop::InnerLoop(const ModelConfig& model, const InnerOptimConfig& optim, const DataConfig& data,
+                     const Corpus& corpus, ShardSpec shard, ReplicaGroup& group, std::uint64_t seed,
+                     std::int64_t total_steps)
+    : impl_(std::make_unique<Impl>(model, optim, data, corpus, shard, group, seed, total_steps)) {}
+
+InnerLoop::~InnerLoop() = default;
+
+InnerStats InnerLoop::run(int steps, const std::function<void(int, double)>& on_step) {
+  const auto start = std::chrono::steady_clock::now();
+  InnerStats stats;
+  double loss_sum = 0.0;
+  impl_->model->train();
+  for (int i = 0; i < steps; ++i) {
+    const double loss = impl_->train_step();
+    loss_sum += loss;
+    ++stats.steps;
+    if (on_step) on_step(i, loss);
+  }
+  stats.mean_loss = steps > 0 ? loss_sum / steps : 0.0;
+  stats.tokens = static_cast<std::int64_t>(steps) * impl_->sampler.batch_size() * impl_->sampler.seq_len() *
+                 impl_->group.size();
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
+}
+
+double InnerLoop::eval_loss(int windows) {
+  torch::NoGradGuard no_grad;
+  impl_->model->eval();
+  auto tokens_vec = impl_->sampler.eval_windows(windows);
+  const auto T = impl_->sampler.seq_len();
+  const std::int64_t mine = static_cast<std::int64_t>(tokens_vec.size()) / (T + 1);
+  double totals[2] = {0.0, 0.0};  // summed loss, windows
+  constexpr std::int64_t kChunk = 32;
+  for (std::int64_t first = 0; first < mine; first += kChunk) {
+    const auto n = std::min(kChunk, mine - first);
+    auto tokens = torch::from_blob(tokens_vec.data() + first * (T + 1), {n, T + 1}, torch::kLong);
+    auto loss = impl_->model->loss(tokens.slice(1, 0, T), tokens.slice(1, 1, T + 1));
+    totals[0] += loss.item<double>() * static_cast<double>(n);
+    totals[1] += static_cast<double>(n);
+  }
+  impl_->group.sum(std::span<double>(totals, 2));
+  impl_->model->train();
+  return totals[1] > 0 ? totals[0] / totals[1] : std::nan("");
+}
+
+std::span<float> InnerLoop::params() {
+  return {impl_->flat_params.data_ptr<float>(), impl_->num_params};
+}
+
+std::size_t InnerLoop::num_params() const { return impl_->num_params; }
+
+std::int64_t InnerLoop::step() const { return impl_->step; }
+
+}  // namespace diloco::inner
+
+namespace diloco::inner {
+
+void set_compute_threads(int threads) {
+  torch::set_num_threads(threads);
+}
+
+}  // namespace diloco::inner

@@ -1,0 +1,100 @@
+// The round loop that composes an inner loop, an exchange and an outer
+// optimizer: DiLoCo (Douillard et al. 2023), one outer step per round.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "comm/topology.h"
+#include "inner/inner_loop.h"
+#include "outer/exchange.h"
+#include "outer/outer_optimizer.h"
+
+namespace diloco::outer {
+
+struct SyncConfig {
+  int H = 50;  // inner steps per round
+};
+
+struct EvalConfig {
+  int every = 1;      // evaluate every this many rounds (and always on the last)
+  int windows = 64;   // held-out windows per evaluation
+};
+
+// One row of metrics; only world rank 0 holds the cross-site fields.
+struct RoundMetrics {
+  int round = 0;
+  int H = 0;
+  double train_loss = 0.0;
+  std::optional<double> eval_loss;
+  std::int64_t tokens = 0;        // cumulative, all sites
+  std::uint64_t bytes_sent = 0;   // cumulative, sent between sites by all leaders
+  double wall_s = 0.0;
+  double compute_s = 0.0;         // inner steps, cumulative
+  double comm_s = 0.0;            // exchange, outer step and adoption, cumulative
+};
+
+struct RunSummary {
+  double initial_eval_loss = 0.0;
+  double final_eval_loss = 0.0;
+  int rounds = 0;
+  std::int64_t inner_steps = 0;   // per site
+  std::uint64_t bytes_sent = 0;
+  double wall_s = 0.0;
+};
+
+// Adapts a site communicator to the inner loop's replica group.
+class CommReplicaGroup final : public inner::ReplicaGroup {
+ public:
+  explicit CommReplicaGroup(comm::Communicator& comm) : comm_(comm) {}
+  int rank() const override { return comm_.rank(); }
+  int size() const override { return comm_.size(); }
+  void sum(std::span<float> values) override { comm_.all_reduce_sum(values); }
+  void sum(std::span<double> values) override { comm_.all_reduce_sum(values); }
+
+ private:
+  comm::Communicator& comm_;
+};
+
+class Trainer {
+ public:
+  struct Hooks {
+    std::function<void(const RoundMetrics&)> on_round;      // every rank, after each round
+    std::function<void(int round, int step, double loss)> on_step;  // every rank, inner steps
+  };
+
+  // `exchange` and `outer` are required on site leaders and ignored elsewhere.
+  Trainer(comm::SiteComms& comms, inner::InnerLoop& inner, std::unique_ptr<Exchange> exchange,
+          std::unique_ptr<OuterOptimizer> outer, const OuterConfig& outer_config,
+          const SyncConfig& sync, const EvalConfig& eval);
+
+  RunSummary run(const Hooks& hooks);
+
+  // The global parameters after the last outer step (site leaders only).
+  std::span<const float> global_params() const { return global_; }
+
+ private:
+  struct SiteReport {
+    double mean_loss = 0.0;
+    double tokens = 0.0;
+    double bytes_sent = 0.0;
+  };
+
+  void outer_step(const inner::InnerStats& stats, RoundMetrics& metrics);
+  void adopt_global();
+
+  comm::SiteComms& comms_;
+  inner::InnerLoop& inner_;
+  std::unique_ptr<Exchange> exchange_;
+  std::unique_ptr<OuterOptimizer> outer_;
+  OuterConfig outer_config_;
+  SyncConfig sync_;
+  EvalConfig eval_;
+  std::vector<float> global_;
+  std::vector<float> delta_;
+};
+
+}  // namespace diloco::outer
