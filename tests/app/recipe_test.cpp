@@ -1,0 +1,133 @@
+// Recipe parsing: defaults, overrides (CLI > TOML > defaults), and an error
+// naming the key and where it came from for every class of bad input.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "app/recipe.h"
+
+using diloco::app::parse_recipe;
+using diloco::app::Recipe;
+using diloco::app::RecipeError;
+
+namespace {
+
+// The message of the RecipeError `text` + `sets` raise, or "" if none.
+std::string error_of(const std::string& text, const std::vector<std::string>& sets = {}) {
+  try {
+    parse_recipe(text, "test.toml", sets);
+  } catch (const RecipeError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(RecipeTest, EmptyRecipeGivesDiLoCoDefaults) {
+  Recipe r = parse_recipe("", "empty.toml", {});
+  EXPECT_EQ(r.outer.kind, diloco::outer::OuterKind::kNesterov);
+  EXPECT_DOUBLE_EQ(r.outer.lr, 0.7);
+  EXPECT_DOUBLE_EQ(r.outer.momentum, 0.9);
+  EXPECT_EQ(r.compression.codec, "none");
+  EXPECT_EQ(r.data.paths, std::vector<std::string>{diloco::app::kDefaultCorpus});
+}
+
+TEST(RecipeTest, BundledRecipesParse) {
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(DILOCO_SOURCE_DIR) + "/recipes")) {
+    if (entry.path().extension() != ".toml") continue;
+    EXPECT_NO_THROW(diloco::app::load_recipe(entry.path().string(), {})) << entry.path();
+  }
+  Recipe q = diloco::app::load_recipe(std::string(DILOCO_SOURCE_DIR) + "/recipes/quickstart.toml", {});
+  EXPECT_EQ(q.topology.sites, 2);
+}
+
+TEST(RecipeTest, SetOverridesTheFileAndAcceptsBareStrings) {
+  Recipe r = parse_recipe("[outer]\nrounds = 3\nlr = 0.5\n", "t.toml",
+                          {"outer.rounds=6", "outer.optimizer=sgd", "run.name=my run", "data.paths=[\"a\",\"b\"]",
+                           "inner.lr=1"});
+  EXPECT_EQ(r.outer.rounds, 6);
+  EXPECT_DOUBLE_EQ(r.outer.lr, 0.5);
+  EXPECT_EQ(r.outer.kind, diloco::outer::OuterKind::kSgd);
+  EXPECT_EQ(r.run.name, "my run");
+  EXPECT_EQ(r.data.paths, (std::vector<std::string>{"a", "b"}));
+  EXPECT_DOUBLE_EQ(r.inner.lr, 1.0);
+}
+
+TEST(RecipeTest, EffectiveRecipeReadsBackToTheSameRecipe) {
+  Recipe r = parse_recipe("[sync]\nH = 7\n[inner]\nlr = 3e-4\n", "t.toml", {"data.sharding=contiguous"});
+  const std::string text = diloco::app::to_toml(r);
+  Recipe back = parse_recipe(text, "effective.toml", {});
+  EXPECT_EQ(diloco::app::to_toml(back), text);
+  EXPECT_EQ(back.sync.H, 7);
+  EXPECT_DOUBLE_EQ(back.inner.lr, 3e-4);
+  EXPECT_EQ(back.data.sharding, diloco::inner::Sharding::kContiguous);
+}
+
+TEST(RecipeErrorTest, UnknownKeyNamesKeyFileAndLine) {
+  const auto e = error_of("[outer]\nrounds = 2\nlearning_rate = 0.1\n");
+  EXPECT_NE(e.find("test.toml:3"), std::string::npos) << e;
+  EXPECT_NE(e.find("outer.learning_rate"), std::string::npos) << e;
+}
+
+TEST(RecipeErrorTest, UnknownSection) {
+  const auto e = error_of("[optimiser]\nlr = 1\n");
+  EXPECT_NE(e.find("unknown section [optimiser]"), std::string::npos) << e;
+}
+
+TEST(RecipeErrorTest, WrongType) {
+  auto e = error_of("[sync]\nH = \"fifty\"\n");
+  EXPECT_NE(e.find("sync.H must be an integer"), std::string::npos) << e;
+  EXPECT_NE(e.find("test.toml:2"), std::string::npos) << e;
+  e = error_of("[model]\nd_model = 64.5\n");
+  EXPECT_NE(e.find("model.d_model must be an integer"), std::string::npos) << e;
+  e = error_of("[data]\npaths = \"/tmp\"\n");
+  EXPECT_NE(e.find("data.paths must be an array"), std::string::npos) << e;
+}
+
+TEST(RecipeErrorTest, OutOfRange) {
+  auto e = error_of("[outer]\nlr = -0.1\n");
+  EXPECT_NE(e.find("outer.lr must be > 0"), std::string::npos) << e;
+  e = error_of("[outer]\nmomentum = 1.0\n");
+  EXPECT_NE(e.find("outer.momentum must be in [0, 1)"), std::string::npos) << e;
+  e = error_of("[topology]\nsites = 0\n");
+  EXPECT_NE(e.find("topology.sites must be between 1"), std::string::npos) << e;
+}
+
+TEST(RecipeErrorTest, BadChoice) {
+  auto e = error_of("[outer]\noptimizer = \"adam\"\n");
+  EXPECT_NE(e.find("outer.optimizer must be one of \"nesterov\", \"sgd\""), std::string::npos) << e;
+  e = error_of("[compression]\ncodec = \"zstd\"\n");
+  EXPECT_NE(e.find("compression.codec must be one of"), std::string::npos) << e;
+}
+
+TEST(RecipeErrorTest, SyntaxErrorNamesFileAndLine) {
+  const auto e = error_of("[run]\nseed = = 3\n");
+  EXPECT_NE(e.find("test.toml:2"), std::string::npos) << e;
+}
+
+TEST(RecipeErrorTest, CrossKeyCheckNamesTheKey) {
+  const auto e = error_of("[model]\nd_model = 100\nn_heads = 3\n");
+  EXPECT_NE(e.find("model.n_heads must divide model.d_model"), std::string::npos) << e;
+  EXPECT_NE(e.find("test.toml:3"), std::string::npos) << e;
+}
+
+TEST(RecipeErrorTest, BadSetFlagsNameTheFlag) {
+  auto e = error_of("", {"outer.nope=1"});
+  EXPECT_NE(e.find("--set outer.nope"), std::string::npos) << e;
+  e = error_of("", {"sync.H=abc"});
+  EXPECT_NE(e.find("--set sync.H: sync.H must be an integer"), std::string::npos) << e;
+  e = error_of("", {"rounds=3"});
+  EXPECT_NE(e.find("must be section.key"), std::string::npos) << e;
+  e = error_of("", {"outer.rounds"});
+  EXPECT_NE(e.find("expected section.key=value"), std::string::npos) << e;
+}
+
+TEST(RecipeErrorTest, MissingFile) {
+  try {
+    diloco::app::load_recipe("/nonexistent/recipe.toml", {});
+    FAIL() << "no error";
+  } catch (const RecipeError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/recipe.toml: cannot open"), std::string::npos);
+  }
+}

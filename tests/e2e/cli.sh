@@ -1,0 +1,29 @@
+# The command line: version, help, check printing the effective recipe.
+source "$(dirname "$0")/lib.sh"
+
+expect_exit 0 "diloco 0." "--version" -- "$DILOCO_BIN" --version
+expect_exit 0 "train RECIPE" "--help" -- "$DILOCO_BIN" --help
+expect_exit 0 "--set" "train --help" -- "$DILOCO_BIN" train --help
+expect_exit 0 "--set" "check --help" -- "$DILOCO_BIN" check --help
+expect_exit 2 "usage" "no command" -- "$DILOCO_BIN"
+expect_exit 2 "unknown command 'trian'" "unknown command" -- "$DILOCO_BIN" trian recipes/quickstart.toml
+expect_exit 2 "missing RECIPE" "train without recipe" -- "$DILOCO_BIN" train
+expect_exit 2 "bogus" "unknown flag" -- "$DILOCO_BIN" check recipes/quickstart.toml --bogus
+
+# check prints every section, with --set applied, and the output is itself a
+# valid recipe that reads back identically.
+"$DILOCO_BIN" check recipes/quickstart.toml --set sync.H=7 --set 'data.paths=["a", "b"]' > "$WORK/eff.toml" \
+  || fail "check quickstart"
+for section in run model data inner outer sync compression topology metrics; do
+  grep -q "^\[$section\]" "$WORK/eff.toml" || fail "effective recipe lacks [$section]"
+done
+grep -q '^H = 7$' "$WORK/eff.toml" && pass "--set applied" || fail "--set sync.H=7 not applied"
+grep -q "^paths = \['a', 'b'\]$" "$WORK/eff.toml" && pass "array --set" || fail "array --set not applied"
+"$DILOCO_BIN" check "$WORK/eff.toml" | diff -q - "$WORK/eff.toml" >/dev/null \
+  && pass "effective recipe round-trips" || fail "effective recipe does not round-trip"
+
+# Every bundled recipe validates.
+for recipe in recipes/*.toml; do
+  expect_exit 0 "" "check $recipe" -- "$DILOCO_BIN" check "$recipe"
+done
+finish

@@ -1,0 +1,29 @@
+# Shared helpers for the end-to-end tests: the binary, mpirun, assertions.
+set -uo pipefail
+DILOCO_BIN=${DILOCO_BIN:-build/diloco}
+MPIRUN=${MPIRUN:-mpirun}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+failures=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+
+mpi() { local n=$1; shift; timeout 300 "$MPIRUN" -np "$n" --oversubscribe --bind-to none "$@"; }
+
+# expect_exit CODE NEEDLE DESCRIPTION -- COMMAND...: runs COMMAND, checks its
+# exit code and that NEEDLE appears in its stderr+stdout.
+expect_exit() {
+  local code=$1 needle=$2 what=$3; shift 4
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  if [[ $rc -ne $code ]]; then fail "$what: exit $rc, expected $code; output: $out"; return; fi
+  if [[ -n "$needle" && "$out" != *"$needle"* ]]; then fail "$what: output lacks '$needle': $out"; return; fi
+  pass "$what"
+}
+
+finish() {
+  if [[ $failures -ne 0 ]]; then echo "$failures check(s) failed"; exit 1; fi
+  echo "all checks passed"
+}

@@ -1,0 +1,91 @@
+// The inner loop alone (one replica): it learns, it is deterministic, and its
+// flat parameter view is the live model.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "inner/inner_loop.h"
+#include "inner/lr_schedule.h"
+
+using namespace diloco::inner;
+
+namespace {
+
+Corpus small_corpus() {
+  std::string s;
+  const char* lines[] = {"the quick brown fox jumps over the lazy dog. ", "a stitch in time saves nine. ",
+                         "all that glitters is not gold. ", "to be or not to be, that is the question. "};
+  for (int i = 0; s.size() < 60000; ++i) s += lines[(i * 3 + i / 5) % 4];
+  return Corpus::from_bytes(std::vector<std::uint8_t>(s.begin(), s.end()), 0.1, 64);
+}
+
+ModelConfig tiny() {
+  ModelConfig m;
+  m.d_model = 32;
+  m.n_layers = 1;
+  m.n_heads = 2;
+  m.seq_len = 16;
+  return m;
+}
+
+InnerOptimConfig fast() {
+  InnerOptimConfig o;
+  o.lr = 3e-3;
+  o.warmup_steps = 5;
+  return o;
+}
+
+}  // namespace
+
+TEST(LrScheduleTest, WarmsUpLinearlyThenDecaysToTheFloor) {
+  LrSchedule s{1.0, 10, 110, 0.1};
+  EXPECT_DOUBLE_EQ(s.at(0), 0.1);
+  EXPECT_DOUBLE_EQ(s.at(9), 1.0);
+  EXPECT_DOUBLE_EQ(s.at(10), 1.0);
+  EXPECT_NEAR(s.at(60), 0.55, 1e-12);
+  EXPECT_NEAR(s.at(110), 0.1, 1e-12);
+  EXPECT_NEAR(s.at(500), 0.1, 1e-12);
+}
+
+TEST(InnerLoopTest, TrainingLowersHeldOutLoss) {
+  set_compute_threads(1);
+  auto corpus = small_corpus();
+  SoloGroup group;
+  DataConfig data;
+  data.batch_size = 8;
+  InnerLoop loop(tiny(), fast(), data, corpus, {}, group, 3, 60);
+  const double before = loop.eval_loss(32);
+  EXPECT_NEAR(before, std::log(256.0), 0.1);
+  auto stats = loop.run(60);
+  EXPECT_EQ(stats.steps, 60);
+  EXPECT_EQ(stats.tokens, 60 * 8 * 16);
+  EXPECT_EQ(loop.step(), 60);
+  EXPECT_LT(loop.eval_loss(32), before - 1.5);
+}
+
+TEST(InnerLoopTest, SameSeedGivesBitIdenticalParameters) {
+  auto corpus = small_corpus();
+  SoloGroup group;
+  DataConfig data;
+  data.batch_size = 4;
+  InnerLoop a(tiny(), fast(), data, corpus, {}, group, 11, 10);
+  InnerLoop b(tiny(), fast(), data, corpus, {}, group, 11, 10);
+  a.run(5);
+  b.run(5);
+  auto pa = a.params();
+  auto pb = b.params();
+  ASSERT_EQ(pa.size(), pb.size());
+  EXPECT_EQ(std::memcmp(pa.data(), pb.data(), pa.size_bytes()), 0);
+}
+
+TEST(InnerLoopTest, WritingTheFlatViewChangesTheModel) {
+  auto corpus = small_corpus();
+  SoloGroup group;
+  DataConfig data;
+  InnerLoop loop(tiny(), fast(), data, corpus, {}, group, 5, 10);
+  const double before = loop.eval_loss(8);
+  for (float& p : loop.params()) p = 0.0f;  // every logit equal: exactly uniform
+  const double after = loop.eval_loss(8);
+  EXPECT_NE(before, after);
+  EXPECT_NEAR(after, std::log(256.0), 1e-5);
+}

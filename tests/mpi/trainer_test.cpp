@@ -1,0 +1,185 @@
+// The round loop on real ranks: identical replicas after every outer step,
+// unequal sites, and the data-parallel special case of DiLoCo.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "comm/mpi_communicator.h"
+#include "outer/trainer.h"
+
+using namespace diloco;
+
+namespace {
+
+inner::Corpus corpus() {
+  std::string s;
+  const char* lines[] = {"the quick brown fox jumps over the lazy dog. ", "a stitch in time saves nine. ",
+                         "all that glitters is not gold. ", "to be or not to be, that is the question. "};
+  for (int i = 0; s.size() < 60000; ++i) s += lines[(i * 3 + i / 5) % 4];
+  return inner::Corpus::from_bytes(std::vector<std::uint8_t>(s.begin(), s.end()), 0.1, 64);
+}
+
+inner::ModelConfig tiny() {
+  inner::ModelConfig m;
+  m.d_model = 16;
+  m.n_layers = 1;
+  m.n_heads = 2;
+  m.seq_len = 16;
+  return m;
+}
+
+std::uint64_t fnv1a(std::span<const float> values) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (auto b : std::as_bytes(values)) h = (h ^ static_cast<std::uint8_t>(b)) * 1099511628211ull;
+  return h;
+}
+
+struct RunSetup {
+  int sites = 2;
+  int H = 3;
+  outer::OuterConfig outer;
+  inner::InnerOptimConfig optim;
+  inner::DataConfig data;
+  std::uint64_t seed = 17;
+};
+
+inner::ShardSpec shard_of(const comm::Topology& t) { return {t.site, t.num_sites, t.site_rank, t.site_size}; }
+
+// Everything one rank needs for a run, built in dependency order.
+struct Run {
+  Run(const RunSetup& s, const inner::Corpus& c)
+      : comms(comm::make_mpi_site_comms(s.sites)),
+        group(*comms.site),
+        loop(tiny(), s.optim, s.data, c, shard_of(comms.topology), group, s.seed,
+             static_cast<std::int64_t>(s.outer.rounds) * s.H),
+        trainer(comms, loop,
+                comms.topology.is_leader()
+                    ? std::make_unique<outer::Exchange>(*comms.leaders, compression::make_codec("none"))
+                    : nullptr,
+                comms.topology.is_leader() ? outer::make_outer_optimizer(s.outer, loop.num_params()) : nullptr,
+                s.outer, outer::SyncConfig{s.H}, outer::EvalConfig{1, 8}) {}
+
+  comm::SiteComms comms;
+  outer::CommReplicaGroup group;
+  inner::InnerLoop loop;
+  outer::Trainer trainer;
+};
+
+std::unique_ptr<Run> make_run(const RunSetup& s, const inner::Corpus& c) { return std::make_unique<Run>(s, c); }
+
+// Every rank's copy of `values`, indexed by world rank.
+std::vector<std::vector<float>> gather_floats(comm::Communicator& world, std::span<const float> values) {
+  auto raw = world.all_gather(std::as_bytes(values));
+  std::vector<std::vector<float>> out(raw.size());
+  for (std::size_t r = 0; r < raw.size(); ++r) {
+    out[r].resize(raw[r].size() / sizeof(float));
+    std::memcpy(out[r].data(), raw[r].data(), raw[r].size());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(TrainerTest, EveryRankHoldsBitIdenticalGlobalParamsAfterEachOuterStep) {
+  auto c = corpus();
+  RunSetup s;
+  s.outer.rounds = 4;
+  s.optim.lr = 3e-3;
+  s.optim.warmup_steps = 2;
+  auto run = make_run(s, c);
+  auto world = comm::MpiCommunicator::world();
+  int rounds_seen = 0;
+  std::uint64_t last_bytes = 0;
+  outer::Trainer::Hooks hooks;
+  hooks.on_round = [&](const outer::RoundMetrics& m) {
+    ++rounds_seen;
+    const std::uint64_t mine = fnv1a(run->loop.params());
+    auto all = world->all_gather(std::as_bytes(std::span<const std::uint64_t>(&mine, 1)));
+    for (int r = 0; r < world->size(); ++r) {
+      std::uint64_t h;
+      std::memcpy(&h, all[r].data(), sizeof(h));
+      EXPECT_EQ(h, mine) << "rank " << r << " differs from rank " << world->rank() << " after round " << m.round;
+    }
+    if (world->rank() == 0) {
+      EXPECT_GT(m.bytes_sent, last_bytes);
+      last_bytes = m.bytes_sent;
+      EXPECT_EQ(m.tokens, static_cast<std::int64_t>(m.round) * s.H * s.data.batch_size * 16 * world->size());
+      EXPECT_TRUE(std::isfinite(m.train_loss));
+      ASSERT_TRUE(m.eval_loss.has_value());
+    }
+  };
+  auto summary = run->trainer.run(hooks);
+  EXPECT_EQ(rounds_seen, 4);
+  EXPECT_EQ(summary.inner_steps, 4 * s.H);
+  EXPECT_LT(summary.final_eval_loss, summary.initial_eval_loss);
+  if (run->comms.topology.is_leader()) {
+    auto global = run->trainer.global_params();
+    auto local = run->loop.params();
+    EXPECT_EQ(std::memcmp(global.data(), local.data(), local.size_bytes()), 0);
+  }
+}
+
+TEST(TrainerTest, UnequalSitesAverageWeightedByTokens) {
+  auto world = comm::MpiCommunicator::world();
+  if (world->size() != 3) GTEST_SKIP() << "runs with 3 ranks (2 + 1)";
+  auto c = corpus();
+  RunSetup s;
+  s.outer.rounds = 1;
+  s.outer.kind = outer::OuterKind::kSgd;
+  s.outer.lr = 1.0;
+  s.outer.momentum = 0.0;
+  auto run = make_run(s, c);
+  ASSERT_EQ(run->comms.topology.site_sizes, (std::vector<int>{2, 1}));
+  const std::vector<float> start(run->loop.params().begin(), run->loop.params().end());
+  std::vector<float> after_inner;
+  outer::Trainer::Hooks hooks;
+  hooks.on_step = [&](int, int step, double) {
+    if (step == s.H - 1) after_inner.assign(run->loop.params().begin(), run->loop.params().end());
+  };
+  run->trainer.run(hooks);
+  // Site 0 (ranks 0-1) processed twice the tokens of site 1 (rank 2), so SGD
+  // with lr 1 lands on 2/3 of site 0's params plus 1/3 of site 1's.
+  auto sites = gather_floats(*world, after_inner);
+  auto now = run->loop.params();
+  double max_err = 0.0;
+  for (std::size_t i = 0; i < now.size(); ++i) {
+    const double expected = start[i] - (2.0 / 3.0 * (start[i] - sites[0][i]) + 1.0 / 3.0 * (start[i] - sites[2][i]));
+    max_err = std::max(max_err, std::abs(expected - now[i]));
+  }
+  EXPECT_LT(max_err, 1e-6);
+  EXPECT_NE(sites[0], sites[2]);  // the sites really trained apart
+}
+
+TEST(TrainerTest, OneSiteWithHOneAndSgdLrOneIsDataParallelAdamW) {
+  auto c = corpus();
+  RunSetup s;
+  s.sites = 1;
+  s.H = 1;
+  s.outer.rounds = 20;
+  s.outer.kind = outer::OuterKind::kSgd;
+  s.outer.lr = 1.0;
+  s.outer.momentum = 0.0;
+  s.optim.lr = 3e-3;
+  s.optim.warmup_steps = 3;
+  auto diloco = make_run(s, c);
+  diloco->trainer.run({});
+
+  // Plain data-parallel AdamW: the same inner loop, same seed, 20 steps, no outer loop.
+  auto comms = comm::make_mpi_site_comms(1);
+  outer::CommReplicaGroup group(*comms.site);
+  inner::InnerLoop plain(tiny(), s.optim, s.data, c, shard_of(comms.topology), group, s.seed, 20);
+  plain.run(20);
+
+  auto a = diloco->loop.params();
+  auto b = plain.params();
+  ASSERT_EQ(a.size(), b.size());
+  double max_diff = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) max_diff = std::max(max_diff, std::abs(double(a[i]) - double(b[i])));
+  EXPECT_LE(max_diff, 1e-5);
+  // It must have trained at all, or the comparison says nothing.
+  inner::InnerLoop fresh(tiny(), s.optim, s.data, c, shard_of(comms.topology), group, s.seed, 20);
+  double moved = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) moved = std::max(moved, std::abs(double(a[i]) - double(fresh.params()[i])));
+  EXPECT_GT(moved, 1e-3);
+}
