@@ -1,81 +1,75 @@
-// Codec framing shared by every codec, the codec registry, and the fp32 codec.
+// Codec framing shared by every codec (header, checksum, checks) and the
+// registry that maps recipe names to codecs.
 #include "diloco/compression/codec.h"
 
 #include <cstring>
 
+#include "codec_util.h"
 #include "diloco/compression/crc32c.h"
 
 namespace diloco::compression {
-namespace {
 
-// Raw fp32: the lossless baseline every other codec is measured against.
-class NoneCodec final : public Codec {
- public:
-  CodecId id() const override { return CodecId::kNone; }
-  std::string_view name() const override { return "none"; }
-  bool lossless() const override { return true; }
-
- protected:
-  std::size_t body_size(std::size_t count) const override { return count * sizeof(float); }
-
-  void encode_body(std::span<const float> values, std::span<std::byte> body) const override {
-    if (!values.empty()) std::memcpy(body.data(), values.data(), values.size_bytes());
-  }
-
-  DecodeError decode_body(std::span<const std::byte> body, std::span<float> out, bool accumulate,
-                          float weight) const override {
-    if (out.empty()) return DecodeError::kOk;
-    if (!accumulate) {
-      std::memcpy(out.data(), body.data(), out.size_bytes());
-      return DecodeError::kOk;
-    }
-    const std::byte* src = body.data();
-    float* dst = out.data();
-    const std::size_t n = out.size();
-    for (std::size_t i = 0; i < n; ++i) {
-      float v;
-      std::memcpy(&v, src + i * sizeof(float), sizeof(float));
-      dst[i] += weight * v;
-    }
-    return DecodeError::kOk;
-  }
-};
-
-}  // namespace
-
-std::vector<std::string> codec_names() { return {"none"}; }
-
-bool codec_id_known(std::uint8_t id) { return id == static_cast<std::uint8_t>(CodecId::kNone); }
-
-std::unique_ptr<Codec> make_codec(std::string_view name) {
-  if (name == "none") return std::make_unique<NoneCodec>();
-  return nullptr;
+std::vector<std::string> codec_names() {
+  return {"none", "fp16", "bf16", "int8", "int4", "topk", "topk+int8", "sign"};
 }
 
-void Codec::encode(std::span<const float> values, std::vector<std::byte>& payload) const {
-  const std::size_t body_bytes = body_size(values.size());
-  payload.resize(kWireHeaderSize + body_bytes);
-  auto body = std::span<std::byte>(payload).subspan(kWireHeaderSize, body_bytes);
-  encode_body(values, body);
+bool codec_id_known(std::uint8_t id) { return id <= static_cast<std::uint8_t>(CodecId::kSign); }
+
+bool all_finite(std::span<const float> values) {
+  // Branch-free reduction so it vectorizes.
+  std::uint32_t bad = 0;
+  for (float v : values) {
+    std::uint32_t u;
+    std::memcpy(&u, &v, 4);
+    bad |= static_cast<std::uint32_t>((u & 0x7F800000u) == 0x7F800000u);
+  }
+  return bad == 0;
+}
+
+std::unique_ptr<Codec> make_codec(const CodecConfig& c, std::string* error) {
+  auto fail = [&](const std::string& why) -> std::unique_ptr<Codec> {
+    if (error) *error = why;
+    return nullptr;
+  };
+  if (c.block < 1 || c.block > (1u << 24)) return fail("block size must be in [1, 16777216]");
+  if (!(c.topk_ratio > 0.0 && c.topk_ratio <= 1.0)) return fail("topk ratio must be in (0, 1]");
+  if (c.name == "none") return detail::make_none_codec();
+  if (c.name == "fp16") return detail::make_fp16_codec();
+  if (c.name == "bf16") return detail::make_bf16_codec();
+  if (c.name == "int8") return detail::make_int8_codec(c);
+  if (c.name == "int4") return detail::make_int4_codec(c);
+  if (c.name == "topk") return detail::make_topk_codec(c, false);
+  if (c.name == "topk+int8") return detail::make_topk_codec(c, true);
+  if (c.name == "sign") return detail::make_sign_codec(c);
+  return fail("unknown codec '" + c.name + "'");
+}
+
+EncodeError Codec::encode(std::span<const float> values, std::vector<std::byte>& payload, std::uint64_t seed) const {
+  if (!all_finite(values)) return EncodeError::kNonFiniteInput;
+  payload.resize(kWireHeaderSize + body_size(values.size()));
+  auto room = std::span<std::byte>(payload).subspan(kWireHeaderSize);
+  const std::size_t used = encode_body(values, room, seed);
+  payload.resize(kWireHeaderSize + used);
+  const auto body = std::span<const std::byte>(payload).subspan(kWireHeaderSize);
   WireHeader header;
   header.codec = static_cast<std::uint8_t>(id());
   header.element_count = values.size();
   header.block_size = block_size();
-  header.body_length = body_bytes;
+  header.body_length = used;
   header.body_crc32c = crc32c(body);
   write_header(header, std::span<std::byte, kWireHeaderSize>(payload.data(), kWireHeaderSize));
+  return EncodeError::kOk;
 }
 
 DecodeError Codec::check(std::span<const std::byte> payload, std::size_t expected_count,
                          std::span<const std::byte>& body) const {
   WireHeader header;
   if (DecodeError e = read_header(payload, header, body); e != DecodeError::kOk) return e;
-  if (header.codec != static_cast<std::uint8_t>(id())) {
+  if (header.codec != static_cast<std::uint8_t>(id()))
     return codec_id_known(header.codec) ? DecodeError::kCodecMismatch : DecodeError::kUnknownCodec;
-  }
   if (header.element_count != expected_count) return DecodeError::kCountMismatch;
   if (header.block_size != block_size()) return DecodeError::kLengthMismatch;
-  if (header.body_length != body_size(expected_count)) return DecodeError::kLengthMismatch;
+  if (fixed_body_size() && header.body_length != body_size(expected_count)) return DecodeError::kLengthMismatch;
   return DecodeError::kOk;
 }
 
@@ -85,8 +79,7 @@ DecodeError Codec::decode(std::span<const std::byte> payload, std::span<float> o
   return decode_body(body, out, false, 1.0f);
 }
 
-DecodeError Codec::decode_accumulate(std::span<const std::byte> payload, std::span<float> acc,
-                                     float weight) const {
+DecodeError Codec::decode_accumulate(std::span<const std::byte> payload, std::span<float> acc, float weight) const {
   std::span<const std::byte> body;
   if (DecodeError e = check(payload, acc.size(), body); e != DecodeError::kOk) return e;
   return decode_body(body, acc, true, weight);

@@ -41,6 +41,7 @@ std::string_view to_string(DecodeError error) {
     case DecodeError::kCountMismatch: return "element count mismatch";
     case DecodeError::kChecksumMismatch: return "checksum mismatch";
     case DecodeError::kNonFiniteScale: return "non-finite scale";
+    case DecodeError::kCorruptBody: return "corrupt body";
   }
   return "unknown decode error";
 }

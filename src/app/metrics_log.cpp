@@ -32,7 +32,9 @@ std::string MetricsLog::to_json(const outer::RoundMetrics& m) {
   put_number(out, m.compute_s);
   out << ",\"comm_s\":";
   put_number(out, m.comm_s);
-  out << "}";
+  out << ",\"excluded_sites\":[";
+  for (std::size_t i = 0; i < m.excluded_sites.size(); ++i) out << (i ? "," : "") << m.excluded_sites[i];
+  out << "]}";
   return out.str();
 }
 

@@ -137,6 +137,29 @@ Key enum_key(std::string section, std::string name, SectionOf<S> sec, E S::*fiel
   return k;
 }
 
+template <class S>
+Key bool_key(std::string section, std::string name, SectionOf<S> sec, bool S::*field) {
+  Key k{section, name, {}, {}};
+  k.read = [=](const toml::node& node, Recipe& r) -> std::string {
+    if (!node.is_boolean()) return "must be true or false (got " + describe(node) + ")";
+    (r.*sec).*field = *node.value<bool>();
+    return {};
+  };
+  k.write = [=](const Recipe& r) { return std::string((r.*sec).*field ? "true" : "false"); };
+  return k;
+}
+
+Key error_feedback_key() {
+  Key k{"compression", "error_feedback", {}, {}};
+  k.read = [](const toml::node& node, Recipe& r) -> std::string {
+    if (!node.is_boolean()) return "must be true or false (got " + describe(node) + ")";
+    r.compression.error_feedback = *node.value<bool>();
+    return {};
+  };
+  k.write = [](const Recipe& r) { return std::string(r.compression.error_feedback.value_or(false) ? "true" : "false"); };
+  return k;
+}
+
 Key paths_key() {
   Key k{"data", "paths", {}, {}};
   k.read = [](const toml::node& node, Recipe& r) -> std::string {
@@ -207,6 +230,13 @@ const std::vector<Key>& keys() {
 
     k.push_back(string_key("compression", "codec", &R::compression, &CompressionConfig::codec,
                            compression::codec_names()));
+    k.push_back(integer_key("compression", "block", &R::compression, &CompressionConfig::block, 1, 1 << 24));
+    k.push_back(bool_key("compression", "stochastic_rounding", &R::compression, &CompressionConfig::stochastic_rounding));
+    k.push_back(number_key("compression", "topk_ratio", &R::compression, &CompressionConfig::topk_ratio,
+                           [](double v) { return v > 0.0 && v <= 1.0; }, "in (0, 1]"));
+    k.push_back(error_feedback_key());
+    k.push_back(string_key("compression", "exchange", &R::compression, &CompressionConfig::exchange,
+                           {"auto", "all_gather", "ring"}));
 
     k.push_back(integer_key("topology", "sites", &R::topology, &TopologyConfig::sites, 1, 1 << 20));
 
@@ -289,6 +319,8 @@ Recipe validate(const toml::table& root, const std::string& source, const std::s
     const toml::node* n = root.at_path(section + "." + name).node();
     return n ? where(*n, overridden, section + "." + name, source) : source;
   };
+  // Error feedback defaults on for lossy codecs (SparseLoCo, DeMo), off for fp32.
+  if (!r.compression.error_feedback) r.compression.error_feedback = r.compression.codec != "none";
   if (r.model.d_model % r.model.n_heads != 0)
     throw RecipeError(locate("model", "n_heads") + ": model.n_heads must divide model.d_model (" +
                       std::to_string(r.model.n_heads) + " does not divide " + std::to_string(r.model.d_model) + ")");

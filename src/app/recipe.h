@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -32,6 +33,12 @@ struct RunConfig {
 
 struct CompressionConfig {
   std::string codec = "none";
+  int block = 256;
+  bool stochastic_rounding = false;
+  double topk_ratio = 0.1;
+  // Unset means: on for lossy codecs, off for "none" (resolved at validation).
+  std::optional<bool> error_feedback;
+  std::string exchange = "auto";  // "auto" | "all_gather" | "ring"
 };
 
 struct TopologyConfig {

@@ -61,6 +61,28 @@ void print_summary(const outer::RunSummary& s, int sites, int ranks) {
   std::fflush(stdout);
 }
 
+std::unique_ptr<compression::Codec> make_codec(const CompressionConfig& c) {
+  compression::CodecConfig config;
+  config.name = c.codec;
+  config.block = static_cast<std::uint32_t>(c.block);
+  config.stochastic_rounding = c.stochastic_rounding;
+  config.topk_ratio = c.topk_ratio;
+  std::string error;
+  auto codec = compression::make_codec(config, &error);
+  if (!codec) throw RecipeError("compression: " + error);
+  return codec;
+}
+
+outer::ExchangeOptions exchange_options(const Recipe& r) {
+  outer::ExchangeOptions o;
+  o.error_feedback = r.compression.error_feedback.value_or(false);
+  o.seed = static_cast<std::uint64_t>(r.run.seed);
+  o.algorithm = r.compression.exchange == "ring"         ? outer::ExchangeAlgorithm::kRing
+                : r.compression.exchange == "all_gather" ? outer::ExchangeAlgorithm::kAllGather
+                                                         : outer::ExchangeAlgorithm::kAuto;
+  return o;
+}
+
 int train(const Recipe& recipe, comm::MpiSession& mpi) {
   const bool root = mpi.world_rank() == 0;
   auto world = comm::MpiCommunicator::world();
@@ -117,7 +139,8 @@ int train(const Recipe& recipe, comm::MpiSession& mpi) {
   std::unique_ptr<outer::Exchange> exchange;
   std::unique_ptr<outer::OuterOptimizer> outer_opt;
   if (topo.is_leader()) {
-    exchange = std::make_unique<outer::Exchange>(*comms.leaders, compression::make_codec(recipe.compression.codec));
+    exchange = std::make_unique<outer::Exchange>(*comms.leaders, make_codec(recipe.compression),
+                                                 exchange_options(recipe));
     outer_opt = outer::make_outer_optimizer(recipe.outer, inner_loop->num_params());
   }
   outer::Trainer trainer(comms, *inner_loop, std::move(exchange), std::move(outer_opt), recipe.outer, recipe.sync,

@@ -183,6 +183,24 @@ std::vector<std::vector<std::byte>> MpiCommunicator::all_gather(std::span<const 
   return out;
 }
 
+std::vector<std::byte> MpiCommunicator::send_recv(std::span<const std::byte> data, int dest, int source, int tag) {
+  if (data.size() > static_cast<std::size_t>(INT_MAX))
+    throw CommError("send_recv: message of " + std::to_string(data.size()) + " bytes exceeds the MPI count limit",
+                    current_world_rank());
+  MPI_Request request;
+  DILOCO_MPI_CHECK(MPI_Isend(data.data(), static_cast<int>(data.size()), MPI_BYTE, dest, tag, comm_, &request));
+  MPI_Status status;
+  DILOCO_MPI_CHECK(MPI_Probe(source, tag, comm_, &status));
+  int count = 0;
+  DILOCO_MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &count));
+  std::vector<std::byte> in(static_cast<std::size_t>(count));
+  DILOCO_MPI_CHECK(MPI_Recv(in.data(), count, MPI_BYTE, source, tag, comm_, MPI_STATUS_IGNORE));
+  DILOCO_MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE));
+  traffic_.bytes_sent += data.size();
+  traffic_.messages += 1;
+  return in;
+}
+
 void MpiCommunicator::send(std::span<const std::byte> data, int dest, int tag) {
   for (std::size_t off = 0; off < data.size() || off == 0; off += kMaxChunk) {
     const int n = static_cast<int>(std::min(kMaxChunk, data.size() - off));

@@ -62,6 +62,7 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<Work> all_reduce_sum_async(std::span<float> data) override;
   void broadcast(std::span<std::byte> data, int root) override;
   std::vector<std::vector<std::byte>> all_gather(std::span<const std::byte> mine) override;
+  std::vector<std::byte> send_recv(std::span<const std::byte> data, int dest, int source, int tag) override;
   void send(std::span<const std::byte> data, int dest, int tag) override;
   void recv(std::span<std::byte> data, int source, int tag) override;
   void barrier() override;

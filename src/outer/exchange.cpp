@@ -1,4 +1,5 @@
-// All-gather exchange: message = [weight as f64][codec payload].
+// Pseudo-gradient exchange: weights first (so unusable sites drop out on every
+// leader alike), then the payloads by all-gather or ring.
 #include "outer/exchange.h"
 
 #include <algorithm>
@@ -8,46 +9,144 @@
 #include <string>
 
 namespace diloco::outer {
+namespace {
 
-Exchange::Exchange(comm::Communicator& leaders, std::unique_ptr<compression::Codec> codec)
-    : leaders_(leaders), codec_(std::move(codec)) {}
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
 
-ExchangeStats Exchange::average(std::span<float> delta, double weight) {
+// Chunk c of n over `count` elements, as [begin, end).
+std::pair<std::size_t, std::size_t> chunk(std::size_t count, int n, int c) {
+  return {count * static_cast<std::size_t>(c) / static_cast<std::size_t>(n),
+          count * static_cast<std::size_t>(c + 1) / static_cast<std::size_t>(n)};
+}
+
+constexpr int kRingTag = 4242;
+
+}  // namespace
+
+Exchange::Exchange(comm::Communicator& leaders, std::unique_ptr<compression::Codec> codec, ExchangeOptions options)
+    : leaders_(leaders), codec_(std::move(codec)), options_(options) {}
+
+std::span<const float> Exchange::residual() const {
+  return feedback_ ? feedback_->residual() : std::span<const float>{};
+}
+
+ExchangeAlgorithm Exchange::choose(std::size_t count) const {
+  if (options_.algorithm != ExchangeAlgorithm::kAuto) return options_.algorithm;
+  const auto n = static_cast<std::size_t>(leaders_.size());
+  if (n < 3) return ExchangeAlgorithm::kAllGather;  // a ring of 2 sends the same bytes, with extra rounding
+  const std::size_t gather_bytes = (n - 1) * codec_->payload_size(count);
+  const std::size_t ring_bytes = 2 * (n - 1) * codec_->payload_size((count + n - 1) / n);
+  return ring_bytes < gather_bytes ? ExchangeAlgorithm::kRing : ExchangeAlgorithm::kAllGather;
+}
+
+std::vector<double> Exchange::gather_weights(double weight, bool usable) {
+  const double mine = usable && std::isfinite(weight) && weight > 0.0 ? weight : 0.0;
+  auto raw = leaders_.all_gather(std::as_bytes(std::span<const double>(&mine, 1)));
+  std::vector<double> weights(raw.size());
+  for (std::size_t s = 0; s < raw.size(); ++s) {
+    if (raw[s].size() != sizeof(double))
+      throw ExchangeError("site " + std::to_string(s) + " sent a malformed weight", static_cast<int>(s));
+    std::memcpy(&weights[s], raw[s].data(), sizeof(double));
+  }
+  return weights;
+}
+
+void Exchange::decode_into(std::span<const std::byte> payload, std::span<float> acc, float weight, int site) const {
+  const auto err = codec_->decode_accumulate(payload, acc, weight);
+  if (err != compression::DecodeError::kOk)
+    throw ExchangeError("pseudo-gradient from site " + std::to_string(site) +
+                            " rejected: " + std::string(compression::to_string(err)),
+                        site);
+}
+
+ExchangeStats Exchange::average(std::span<float> delta, double weight, std::int64_t round) {
   const auto start = std::chrono::steady_clock::now();
-  std::vector<std::byte> payload;
-  codec_->encode(delta, payload);
-  message_.resize(sizeof(double) + payload.size());
-  std::memcpy(message_.data(), &weight, sizeof(double));
-  std::memcpy(message_.data() + sizeof(double), payload.data(), payload.size());
-
-  auto messages = leaders_.all_gather(message_);
-
-  std::vector<double> weights(messages.size());
-  double total = 0.0;
-  for (std::size_t site = 0; site < messages.size(); ++site) {
-    if (messages[site].size() < sizeof(double))
-      throw ExchangeError("site " + std::to_string(site) + " sent a message of " +
-                              std::to_string(messages[site].size()) + " bytes, too short for its weight",
-                          static_cast<int>(site));
-    std::memcpy(&weights[site], messages[site].data(), sizeof(double));
-    if (!(weights[site] > 0.0) || !std::isfinite(weights[site]))
-      throw ExchangeError("site " + std::to_string(site) + " sent weight " + std::to_string(weights[site]),
-                          static_cast<int>(site));
-    total += weights[site];
-  }
-  std::fill(delta.begin(), delta.end(), 0.0f);
-  for (std::size_t site = 0; site < messages.size(); ++site) {
-    const auto body = std::span<const std::byte>(messages[site]).subspan(sizeof(double));
-    const auto err = codec_->decode_accumulate(body, delta, static_cast<float>(weights[site] / total));
-    if (err != compression::DecodeError::kOk)
-      throw ExchangeError("pseudo-gradient from site " + std::to_string(site) +
-                              " rejected: " + std::string(compression::to_string(err)),
-                          static_cast<int>(site));
-  }
+  const auto sent_before = leaders_.traffic().bytes_sent;
   ExchangeStats stats;
-  stats.payload_bytes = payload.size();
+  const int me = leaders_.rank();
+  const std::uint64_t seed = mix(mix(options_.seed ^ static_cast<std::uint64_t>(round)) ^ static_cast<std::uint64_t>(me));
+
+  // A site whose pseudo-gradient holds NaN or infinity sits this round out.
+  const auto weights = gather_weights(weight, compression::all_finite(delta));
+  double total = 0.0;
+  for (std::size_t s = 0; s < weights.size(); ++s) {
+    if (weights[s] > 0.0) total += weights[s];
+    else stats.excluded_sites.push_back(static_cast<int>(s));
+  }
+  if (total <= 0.0) throw ExchangeError("no site has a finite pseudo-gradient this round", -1);
+  std::vector<float> shares(weights.size());
+  for (std::size_t s = 0; s < weights.size(); ++s) shares[s] = static_cast<float>(weights[s] / total);
+
+  // Error feedback: transmit decode(encode(delta + residual)); keep the rest.
+  if (options_.error_feedback && weights[me] > 0.0) {
+    if (!feedback_) feedback_.emplace(delta.size());
+    transmitted_.resize(delta.size());
+    if (feedback_->encode(*codec_, delta, payload_, transmitted_, seed) != compression::EncodeError::kOk)
+      throw ExchangeError("cannot encode this site's pseudo-gradient", me);
+    std::copy(transmitted_.begin(), transmitted_.end(), delta.begin());
+  }
+
+  stats.algorithm = choose(delta.size());
+  if (stats.algorithm == ExchangeAlgorithm::kRing) ring_average(delta, shares, seed);
+  else all_gather_average(delta, shares, seed);
+
+  stats.payload_bytes = leaders_.traffic().bytes_sent - sent_before;
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
+}
+
+void Exchange::all_gather_average(std::span<float> delta, const std::vector<float>& shares, std::uint64_t seed) {
+  const int me = leaders_.rank();
+  payload_.clear();
+  if (shares[me] > 0.0f && codec_->encode(delta, payload_, seed) != compression::EncodeError::kOk)
+    throw ExchangeError("cannot encode this site's pseudo-gradient", me);
+  auto payloads = leaders_.all_gather(payload_);
+  std::fill(delta.begin(), delta.end(), 0.0f);
+  for (std::size_t s = 0; s < payloads.size(); ++s)
+    if (shares[s] > 0.0f) decode_into(payloads[s], delta, shares[s], static_cast<int>(s));
+}
+
+void Exchange::ring_average(std::span<float> delta, const std::vector<float>& shares, std::uint64_t seed) {
+  const int n = leaders_.size();
+  const int me = leaders_.rank();
+  const int next = (me + 1) % n;
+  const int prev = (me + n - 1) % n;
+  // Each site's own weighted contribution (zero when it sits the round out).
+  std::vector<float> partial(delta.size(), 0.0f);
+  if (shares[me] > 0.0f)
+    for (std::size_t i = 0; i < delta.size(); ++i) partial[i] = shares[me] * delta[i];
+
+  // Reduce-scatter: after n-1 hops this site holds the full sum of chunk me+1.
+  for (int step = 0; step < n - 1; ++step) {
+    const int send_chunk = ((me - step) % n + n) % n;
+    const int recv_chunk = ((me - step - 1) % n + n) % n;
+    auto [sb, se] = chunk(delta.size(), n, send_chunk);
+    if (codec_->encode(std::span<const float>(partial).subspan(sb, se - sb), payload_, mix(seed + step)) !=
+        compression::EncodeError::kOk)
+      throw ExchangeError("cannot encode a ring chunk", me);
+    auto incoming = leaders_.send_recv(payload_, next, prev, kRingTag + step);
+    auto [rb, re] = chunk(delta.size(), n, recv_chunk);
+    decode_into(incoming, std::span<float>(partial).subspan(rb, re - rb), 1.0f, prev);
+  }
+
+  // All-gather of the reduced chunks: each owner encodes once and every site,
+  // the owner included, decodes those same bytes.
+  const int owned = (me + 1) % n;
+  auto [ob, oe] = chunk(delta.size(), n, owned);
+  if (codec_->encode(std::span<const float>(partial).subspan(ob, oe - ob), payload_, mix(seed + n)) !=
+      compression::EncodeError::kOk)
+    throw ExchangeError("cannot encode the reduced chunk", me);
+  auto reduced = leaders_.all_gather(payload_);
+  std::fill(delta.begin(), delta.end(), 0.0f);
+  for (int s = 0; s < n; ++s) {
+    auto [b, e] = chunk(delta.size(), n, (s + 1) % n);
+    decode_into(reduced[s], delta.subspan(b, e - b), 1.0f, s);
+  }
 }
 
 }  // namespace diloco::outer

@@ -1,20 +1,27 @@
-// Exchange of pseudo-gradients between site leaders: each encodes its own,
-// all leaders gather every payload, and each decodes and sums them in rank
-// order, so every site computes the bit-identical weighted average.
+// Exchange of pseudo-gradients between site leaders. Two algorithms, written
+// against comm::Communicator only:
+//  - all-gather: each leader encodes its pseudo-gradient once, all leaders
+//    gather every payload and decode-sum them in rank order;
+//  - ring: reduce-scatter that decodes, adds and re-encodes per hop (as
+//    INTELLECT-1 does for int8), then an all-gather of the reduced chunks.
+// Either way every site decodes the same bytes in the same order, so every
+// site computes the bit-identical weighted average.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <vector>
 
 #include "comm/communicator.h"
 #include "diloco/compression/codec.h"
+#include "diloco/compression/error_feedback.h"
 
 namespace diloco::outer {
 
-// A peer's payload failed its checks; it was not applied.
+// A peer's payload failed its checks, or no site had a usable pseudo-gradient.
 class ExchangeError : public std::runtime_error {
  public:
   ExchangeError(const std::string& what, int site) : std::runtime_error(what), site_(site) {}
@@ -24,25 +31,53 @@ class ExchangeError : public std::runtime_error {
   int site_;
 };
 
+enum class ExchangeAlgorithm {
+  kAuto,       // whichever sends fewer bytes (ties go to all-gather: no requantization)
+  kAllGather,
+  kRing,
+};
+
+struct ExchangeOptions {
+  ExchangeAlgorithm algorithm = ExchangeAlgorithm::kAuto;
+  bool error_feedback = false;
+  std::uint64_t seed = 0;  // stochastic rounding
+};
+
 struct ExchangeStats {
-  std::uint64_t payload_bytes = 0;  // this site's encoded payload
+  std::uint64_t payload_bytes = 0;   // bytes this leader sent in this exchange
+  ExchangeAlgorithm algorithm = ExchangeAlgorithm::kAllGather;
+  std::vector<int> excluded_sites;   // sites whose pseudo-gradient was not finite
   double seconds = 0.0;
 };
 
 class Exchange {
  public:
-  Exchange(comm::Communicator& leaders, std::unique_ptr<compression::Codec> codec);
+  Exchange(comm::Communicator& leaders, std::unique_ptr<compression::Codec> codec, ExchangeOptions options = {});
 
-  // Replaces `delta` with sum_i w_i * delta_i / sum_i w_i over all sites,
-  // where w_i is each site's `weight` (tokens processed this round).
-  ExchangeStats average(std::span<float> delta, double weight);
+  // Replaces `delta` with sum_i w_i * delta_i / sum_i w_i over all sites whose
+  // delta is finite, where w_i is each site's `weight` (tokens this round).
+  // `round` makes stochastic rounding differ between rounds.
+  ExchangeStats average(std::span<float> delta, double weight, std::int64_t round = 0);
+
+  // The algorithm `kAuto` picks for `count` elements on this many sites.
+  ExchangeAlgorithm choose(std::size_t count) const;
 
   const compression::Codec& codec() const { return *codec_; }
+  // What error feedback holds back (empty when it is off).
+  std::span<const float> residual() const;
 
  private:
+  std::vector<double> gather_weights(double weight, bool usable);
+  void all_gather_average(std::span<float> delta, const std::vector<float>& shares, std::uint64_t seed);
+  void ring_average(std::span<float> delta, const std::vector<float>& shares, std::uint64_t seed);
+  void decode_into(std::span<const std::byte> payload, std::span<float> acc, float weight, int site) const;
+
   comm::Communicator& leaders_;
   std::unique_ptr<compression::Codec> codec_;
-  std::vector<std::byte> message_;
+  ExchangeOptions options_;
+  std::optional<compression::ErrorFeedback> feedback_;
+  std::vector<std::byte> payload_;
+  std::vector<float> transmitted_;
 };
 
 }  // namespace diloco::outer

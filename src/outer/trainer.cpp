@@ -2,6 +2,7 @@
 // gradient, exchange, outer step, adopt, metrics.
 #include "outer/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
@@ -77,13 +78,16 @@ RunSummary Trainer::run(const Hooks& hooks) {
 void Trainer::outer_step(const inner::InnerStats& stats, RoundMetrics& metrics) {
   auto local = inner_.params();
   compute_pseudo_gradient(global_, local, delta_);
-  exchange_->average(delta_, static_cast<double>(stats.tokens));
+  const auto exchanged = exchange_->average(delta_, static_cast<double>(stats.tokens), metrics.round);
+  metrics.excluded_sites = exchanged.excluded_sites;
   outer_->step(global_, delta_);
   std::memcpy(local.data(), global_.data(), global_.size() * sizeof(float));
 
   // Leaders share what rank 0 reports: loss, tokens and bytes sent so far.
   comm::Communicator& leaders = *comms_.leaders;
-  SiteReport mine{stats.mean_loss, static_cast<double>(stats.tokens),
+  const bool excluded = std::find(metrics.excluded_sites.begin(), metrics.excluded_sites.end(),
+                                  comms_.topology.site) != metrics.excluded_sites.end();
+  SiteReport mine{excluded ? 0.0 : stats.mean_loss, excluded ? 0.0 : static_cast<double>(stats.tokens),
                   static_cast<double>(leaders.traffic().bytes_sent)};
   auto reports = leaders.all_gather(std::as_bytes(std::span<const SiteReport>(&mine, 1)));
   double loss_weighted = 0.0;

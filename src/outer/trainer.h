@@ -35,6 +35,7 @@ struct RoundMetrics {
   double wall_s = 0.0;
   double compute_s = 0.0;         // inner steps, cumulative
   double comm_s = 0.0;            // exchange, outer step and adoption, cumulative
+  std::vector<int> excluded_sites;  // sites left out of this round's average (non-finite)
 };
 
 struct RunSummary {

@@ -13,8 +13,28 @@
 
 namespace diloco::compression {
 
+// Wire ids; never renumber (payloads carry them).
 enum class CodecId : std::uint8_t {
-  kNone = 0,  // raw fp32, lossless
+  kNone = 0,     // raw fp32, lossless
+  kFp16 = 1,     // IEEE half, round to nearest even, saturating at +-65504
+  kBf16 = 2,     // bfloat16, round to nearest even, saturating at its largest finite value
+  kInt8 = 3,     // blockwise absmax, 8-bit
+  kInt4 = 4,     // blockwise absmax, 4-bit, two per byte
+  kTopk = 5,     // largest-magnitude entries, fp16 values
+  kTopkInt8 = 6, // largest-magnitude entries, blockwise int8 values
+  kSign = 7,     // one bit per element, per-block mean magnitude
+};
+
+struct CodecConfig {
+  std::string name = "none";
+  std::uint32_t block = 256;          // elements per scale (int8, int4, sign, topk+int8)
+  bool stochastic_rounding = false;   // int8/int4: unbiased rounding from a seeded hash
+  double topk_ratio = 0.1;            // topk: share of entries kept, in (0, 1]
+};
+
+enum class EncodeError : std::uint8_t {
+  kOk = 0,
+  kNonFiniteInput,  // NaN or infinity in the values: nothing was encoded
 };
 
 // Names accepted by `compression.codec`, in the order they are documented.
@@ -24,32 +44,44 @@ std::vector<std::string> codec_names();
 bool codec_id_known(std::uint8_t id);
 
 // One codec. encode() writes the full payload (header + body); decode()
-// checks the header and body before writing a single output element, so a
-// refused payload leaves `out` untouched.
+// checks the header and the body before writing a single output element, so
+// a refused payload leaves `out` untouched. Codecs are stateless and may be
+// shared between threads.
 class Codec {
  public:
   virtual ~Codec() = default;
 
   virtual CodecId id() const = 0;
   virtual std::string_view name() const = 0;
-  virtual bool lossless() const = 0;
+  virtual bool lossless() const { return false; }
 
-  // Encodes `values` into `payload` (resized to fit).
-  void encode(std::span<const float> values, std::vector<std::byte>& payload) const;
+  // Encodes `values` into `payload` (resized to fit). `seed` drives stochastic
+  // rounding, so the same (values, seed) always gives the same bytes.
+  EncodeError encode(std::span<const float> values, std::vector<std::byte>& payload,
+                     std::uint64_t seed = 0) const;
 
   // out[i] = decoded[i]. out.size() must equal the payload's element count.
   DecodeError decode(std::span<const std::byte> payload, std::span<float> out) const;
 
-  // acc[i] += weight * decoded[i]: lets an exchange average payloads without
-  // a temporary buffer per peer.
+  // acc[i] += weight * decoded[i], without a temporary buffer per peer.
   DecodeError decode_accumulate(std::span<const std::byte> payload, std::span<float> acc,
                                 float weight) const;
 
+  // Payload bytes for `count` values (an estimate for data-dependent codecs).
+  std::size_t payload_size(std::size_t count) const { return kWireHeaderSize + body_size(count); }
+
  protected:
   virtual std::size_t body_size(std::size_t count) const = 0;
+  // False when the body length depends on the data (topk): decode_body then
+  // checks the length itself.
+  virtual bool fixed_body_size() const { return true; }
   virtual std::uint32_t block_size() const { return 0; }
-  virtual void encode_body(std::span<const float> values, std::span<std::byte> body) const = 0;
-  // `body` has passed the header checks and has exactly body_size(out.size()) bytes.
+  // Writes the body into `body` (already sized to body_size(values.size()))
+  // and returns the bytes used.
+  virtual std::size_t encode_body(std::span<const float> values, std::span<std::byte> body,
+                                  std::uint64_t seed) const = 0;
+  // `body` passed the header checks. Must check everything else (scales,
+  // indices, lengths) before writing to `out`.
   virtual DecodeError decode_body(std::span<const std::byte> body, std::span<float> out,
                                   bool accumulate, float weight) const = 0;
 
@@ -58,7 +90,16 @@ class Codec {
                     std::span<const std::byte>& body) const;
 };
 
-// Returns nullptr for an unknown name.
-std::unique_ptr<Codec> make_codec(std::string_view name);
+// Returns nullptr and sets `error` for an unknown name or a bad setting.
+std::unique_ptr<Codec> make_codec(const CodecConfig& config, std::string* error = nullptr);
+inline std::unique_ptr<Codec> make_codec(std::string_view name) {
+  CodecConfig c;
+  c.name = std::string(name);
+  return make_codec(c);
+}
+
+// True when every value is finite (checked on the bits, so fast-math cannot
+// remove it).
+bool all_finite(std::span<const float> values);
 
 }  // namespace diloco::compression

@@ -20,7 +20,8 @@ enum class DecodeError : std::uint8_t {
   kLengthMismatch,      // declared body length disagrees with the bytes or the count
   kCountMismatch,       // element count differs from what the receiver expects
   kChecksumMismatch,    // CRC32C of the body does not match
-  kNonFiniteScale,      // a block scale is NaN or infinite
+  kNonFiniteScale,      // a block scale is NaN, infinite or negative
+  kCorruptBody,         // body structure invalid (index out of range or unordered, value out of range)
 };
 
 std::string_view to_string(DecodeError error);

@@ -1,0 +1,30 @@
+// Error feedback (SparseLoCo / DeMo style): a site keeps what its codec did not
+// transmit and adds it to its next pseudo-gradient, so lossy codecs stay
+// unbiased over rounds.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "diloco/compression/codec.h"
+
+namespace diloco::compression {
+
+class ErrorFeedback {
+ public:
+  explicit ErrorFeedback(std::size_t count) : residual_(count, 0.0f) {}
+
+  // Encodes values + residual into `payload`; `transmitted` receives exactly
+  // what a receiver decodes from it, and the residual becomes
+  // (values + residual) - transmitted. On an encode error nothing changes.
+  EncodeError encode(const Codec& codec, std::span<const float> values, std::vector<std::byte>& payload,
+                     std::span<float> transmitted, std::uint64_t seed);
+
+  std::span<const float> residual() const { return residual_; }
+
+ private:
+  std::vector<float> residual_;
+  std::vector<float> corrected_;
+};
+
+}  // namespace diloco::compression

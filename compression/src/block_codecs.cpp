@@ -1,0 +1,235 @@
+// Blockwise codecs: int8 and int4 absmax quantization and 1-bit sign, each
+// with one fp32 scale per block of `block` elements stored before the values.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "codec_util.h"
+#include "diloco/compression/codec.h"
+
+namespace diloco::compression::detail {
+namespace {
+
+// Largest |x| of a finite block: on the bits, where integer order equals float
+// order for non-negative values, so the loop vectorizes without fast-math.
+float block_absmax(const float* x, std::size_t n) {
+  std::uint32_t m = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t u;
+    std::memcpy(&u, x + i, 4);
+    u &= 0x7FFFFFFFu;
+    m = u > m ? u : m;
+  }
+  return bits_float(m);
+}
+
+// Symmetric absmax quantization to integers in [-levels, levels].
+// Round to nearest even via the 1.5 * 2^23 trick (exact for |v| < 2^22), or
+// stochastic: floor(v + u), u uniform in [0, 1), which is unbiased.
+void quantize_block(const float* x, std::size_t n, float inv_scale, int levels, bool stochastic,
+                    std::uint64_t seed, std::uint64_t first_index, std::int8_t* q) {
+  const float lim = static_cast<float>(levels);
+  if (!stochastic) {
+    constexpr float kMagic = 12582912.0f;
+    for (std::size_t i = 0; i < n; ++i) {
+      float v = x[i] * inv_scale;
+      v = std::min(std::max(v, -lim), lim);
+      q[i] = static_cast<std::int8_t>(static_cast<int>((v + kMagic) - kMagic));
+    }
+  } else {
+    for (std::size_t i = 0; i < n; ++i) {
+      float v = x[i] * inv_scale;
+      v = std::min(std::max(v, -lim), lim);
+      // Offset so truncation is floor; clamp again since v + u may reach lim + 1.
+      int r = static_cast<int>(v + uniform01(seed, first_index + i) + 256.0f) - 256;
+      q[i] = static_cast<std::int8_t>(std::min(r, levels));
+    }
+  }
+}
+
+class AbsmaxCodec final : public Codec {
+ public:
+  AbsmaxCodec(int bits, std::uint32_t block, bool stochastic)
+      : bits_(bits), levels_(bits == 8 ? 127 : 7), block_(block), stochastic_(stochastic) {}
+
+  CodecId id() const override { return bits_ == 8 ? CodecId::kInt8 : CodecId::kInt4; }
+  std::string_view name() const override { return bits_ == 8 ? "int8" : "int4"; }
+
+ protected:
+  std::uint32_t block_size() const override { return block_; }
+
+  std::size_t value_bytes(std::size_t count) const { return bits_ == 8 ? count : (count + 1) / 2; }
+
+  std::size_t body_size(std::size_t count) const override {
+    return blocks_for(count, block_) * sizeof(float) + value_bytes(count);
+  }
+
+  std::size_t encode_body(std::span<const float> values, std::span<std::byte> body,
+                          std::uint64_t seed) const override {
+    const std::size_t n = values.size();
+    const std::size_t blocks = blocks_for(n, block_);
+    std::byte* scales = body.data();
+    std::byte* packed = body.data() + blocks * sizeof(float);
+    std::vector<std::int8_t> q(block_ + 1);
+    std::vector<float> tiny(block_);
+    for (std::size_t b = 0; b < blocks; ++b) {
+      const std::size_t first = b * block_;
+      const std::size_t len = std::min<std::size_t>(block_, n - first);
+      // The block's scale is its absmax; element = q / levels * absmax.
+      const float absmax = block_absmax(values.data() + first, len);
+      std::memcpy(scales + b * sizeof(float), &absmax, sizeof(float));
+      if (absmax >= kTiny) {
+        quantize_block(values.data() + first, len, static_cast<float>(levels_) / absmax, levels_, stochastic_, seed,
+                       first, q.data());
+      } else {
+        // levels / absmax would overflow: normalize by division first.
+        for (std::size_t i = 0; i < len; ++i) tiny[i] = absmax > 0.0f ? values[first + i] / absmax : 0.0f;
+        quantize_block(tiny.data(), len, static_cast<float>(levels_), levels_, stochastic_, seed, first, q.data());
+      }
+      if (bits_ == 8) {
+        std::memcpy(packed + first, q.data(), len);
+      } else {
+        // Nibble i of the payload is element i (low nibble first), offset by 8.
+        for (std::size_t i = 0; i < len; ++i) {
+          const std::size_t g = first + i;
+          const auto nib = static_cast<unsigned>(q[i] + 8) & 0x0Fu;
+          auto& byte = reinterpret_cast<unsigned char&>(packed[g / 2]);
+          byte = (g % 2 == 0) ? static_cast<unsigned char>(nib) : static_cast<unsigned char>(byte | (nib << 4));
+        }
+      }
+    }
+    return body_size(n);
+  }
+
+  DecodeError decode_body(std::span<const std::byte> body, std::span<float> out, bool accumulate,
+                          float weight) const override {
+    const std::size_t n = out.size();
+    const std::size_t blocks = blocks_for(n, block_);
+    std::vector<float> scales(blocks);
+    if (auto e = read_scales(body, blocks, scales.data()); e != DecodeError::kOk) return e;
+    const auto* packed = reinterpret_cast<const unsigned char*>(body.data() + blocks * sizeof(float));
+    if (bits_ == 4) {
+      // Values range 1..15 (q + 8); 0 never comes from the encoder.
+      for (std::size_t g = 0; g < n; ++g) {
+        const unsigned nib = (g % 2 == 0) ? (packed[g / 2] & 0x0Fu) : (packed[g / 2] >> 4);
+        if (nib == 0) return DecodeError::kCorruptBody;
+      }
+      if (n % 2 == 1 && (packed[n / 2] >> 4) != 0) return DecodeError::kCorruptBody;
+    } else {
+      for (std::size_t g = 0; g < n; ++g)
+        if (static_cast<std::int8_t>(packed[g]) == -128) return DecodeError::kCorruptBody;
+    }
+    float buf[kChunk];
+    for (std::size_t b = 0; b < blocks; ++b) {
+      const std::size_t first = b * block_;
+      const std::size_t len = std::min<std::size_t>(block_, n - first);
+      const float absmax = scales[b];
+      const float step = absmax / static_cast<float>(levels_);
+      const bool tiny = absmax < kTiny;  // step would lose precision to underflow
+      for (std::size_t c = 0; c < len; c += kChunk) {
+        const std::size_t m = std::min(kChunk, len - c);
+        const std::size_t base = first + c;
+        if (bits_ == 8) {
+          for (std::size_t i = 0; i < m; ++i) buf[i] = static_cast<float>(static_cast<std::int8_t>(packed[base + i]));
+        } else {
+          for (std::size_t i = 0; i < m; ++i) {
+            const std::size_t g = base + i;
+            const unsigned nib = (g % 2 == 0) ? (packed[g / 2] & 0x0Fu) : (packed[g / 2] >> 4);
+            buf[i] = static_cast<float>(static_cast<int>(nib) - 8);
+          }
+        }
+        if (!tiny) {
+          for (std::size_t i = 0; i < m; ++i) buf[i] *= step;
+        } else {
+          for (std::size_t i = 0; i < m; ++i) buf[i] = buf[i] * absmax / static_cast<float>(levels_);
+        }
+        store(out.data() + base, buf, m, accumulate, weight);
+      }
+    }
+    return DecodeError::kOk;
+  }
+
+ private:
+  // Below this absmax, levels / absmax overflows fp32.
+  static constexpr float kTiny = 1e-30f;
+
+  int bits_;
+  int levels_;
+  std::uint32_t block_;
+  bool stochastic_;
+};
+
+// One bit per element (set = negative) and the block's mean magnitude, so
+// each element decodes to +-mean|x|: signSGD with a per-block scale.
+class SignCodec final : public Codec {
+ public:
+  explicit SignCodec(std::uint32_t block) : block_(block) {}
+  CodecId id() const override { return CodecId::kSign; }
+  std::string_view name() const override { return "sign"; }
+
+ protected:
+  std::uint32_t block_size() const override { return block_; }
+  std::size_t body_size(std::size_t count) const override {
+    return blocks_for(count, block_) * sizeof(float) + (count + 7) / 8;
+  }
+
+  std::size_t encode_body(std::span<const float> values, std::span<std::byte> body, std::uint64_t) const override {
+    const std::size_t n = values.size();
+    const std::size_t blocks = blocks_for(n, block_);
+    auto* bits = reinterpret_cast<unsigned char*>(body.data() + blocks * sizeof(float));
+    std::memset(bits, 0, (n + 7) / 8);
+    for (std::size_t b = 0; b < blocks; ++b) {
+      const std::size_t first = b * block_;
+      const std::size_t len = std::min<std::size_t>(block_, n - first);
+      double sum = 0.0;
+      for (std::size_t i = 0; i < len; ++i) sum += std::abs(values[first + i]);
+      const float scale = static_cast<float>(sum / static_cast<double>(len));
+      std::memcpy(body.data() + b * sizeof(float), &scale, sizeof(float));
+      for (std::size_t i = 0; i < len; ++i) {
+        const std::size_t g = first + i;
+        if (std::signbit(values[g])) bits[g / 8] = static_cast<unsigned char>(bits[g / 8] | (1u << (g % 8)));
+      }
+    }
+    return body_size(n);
+  }
+
+  DecodeError decode_body(std::span<const std::byte> body, std::span<float> out, bool accumulate,
+                          float weight) const override {
+    const std::size_t n = out.size();
+    const std::size_t blocks = blocks_for(n, block_);
+    std::vector<float> scales(blocks);
+    if (auto e = read_scales(body, blocks, scales.data()); e != DecodeError::kOk) return e;
+    const auto* bits = reinterpret_cast<const unsigned char*>(body.data() + blocks * sizeof(float));
+    if (n % 8 != 0 && (bits[n / 8] >> (n % 8)) != 0) return DecodeError::kCorruptBody;
+    float buf[kChunk];
+    for (std::size_t b = 0; b < blocks; ++b) {
+      const std::size_t first = b * block_;
+      const std::size_t len = std::min<std::size_t>(block_, n - first);
+      for (std::size_t c = 0; c < len; c += kChunk) {
+        const std::size_t m = std::min(kChunk, len - c);
+        for (std::size_t i = 0; i < m; ++i) {
+          const std::size_t g = first + c + i;
+          buf[i] = ((bits[g / 8] >> (g % 8)) & 1u) ? -scales[b] : scales[b];
+        }
+        store(out.data() + first + c, buf, m, accumulate, weight);
+      }
+    }
+    return DecodeError::kOk;
+  }
+
+ private:
+  std::uint32_t block_;
+};
+
+}  // namespace
+
+std::unique_ptr<Codec> make_int8_codec(const CodecConfig& c) {
+  return std::make_unique<AbsmaxCodec>(8, c.block, c.stochastic_rounding);
+}
+std::unique_ptr<Codec> make_int4_codec(const CodecConfig& c) {
+  return std::make_unique<AbsmaxCodec>(4, c.block, c.stochastic_rounding);
+}
+std::unique_ptr<Codec> make_sign_codec(const CodecConfig& c) { return std::make_unique<SignCodec>(c.block); }
+
+}  // namespace diloco::compression::detail

@@ -1,0 +1,85 @@
+// Helpers shared by the codec implementations (internal to the library).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+
+#include "diloco/compression/wire_format.h"
+
+namespace diloco::compression::detail {
+
+inline std::uint32_t float_bits(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+inline float bits_float(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+inline bool is_finite(float f) { return (float_bits(f) & 0x7F800000u) != 0x7F800000u; }
+
+// SplitMix64 of (seed, index) -> uniform in [0, 1) with 24 bits: a
+// counter-based generator, so rounding noise is reproducible and order-free.
+inline float uniform01(std::uint64_t seed, std::uint64_t index) {
+  std::uint64_t x = seed ^ (index * 0x9E3779B97F4A7C15ull);
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return static_cast<float>(x >> 40) * (1.0f / 16777216.0f);
+}
+
+inline std::size_t blocks_for(std::size_t count, std::size_t block) { return (count + block - 1) / block; }
+
+// Reads scales from an unaligned body and refuses non-finite or negative ones.
+inline DecodeError read_scales(std::span<const std::byte> body, std::size_t count, float* out) {
+  std::memcpy(out, body.data(), count * sizeof(float));
+  for (std::size_t i = 0; i < count; ++i)
+    if (!is_finite(out[i]) || out[i] < 0.0f) return DecodeError::kNonFiniteScale;
+  return DecodeError::kOk;
+}
+
+// fp16 conversion, round to nearest even; F16C instructions when the CPU has
+// them, an exact software path otherwise.
+void floats_to_halves(const float* in, std::uint16_t* out, std::size_t n);
+void halves_to_floats(const std::uint16_t* in, float* out, std::size_t n);
+std::uint16_t float_to_half(float f);
+float half_to_float(std::uint16_t h);
+
+}  // namespace diloco::compression::detail
+
+#include <memory>
+
+namespace diloco::compression {
+class Codec;
+struct CodecConfig;
+}  // namespace diloco::compression
+
+namespace diloco::compression::detail {
+
+// Constructors of the concrete codecs, for the registry in codec.cpp.
+std::unique_ptr<Codec> make_none_codec();
+std::unique_ptr<Codec> make_fp16_codec();
+std::unique_ptr<Codec> make_bf16_codec();
+std::unique_ptr<Codec> make_int8_codec(const CodecConfig& config);
+std::unique_ptr<Codec> make_int4_codec(const CodecConfig& config);
+std::unique_ptr<Codec> make_sign_codec(const CodecConfig& config);
+std::unique_ptr<Codec> make_topk_codec(const CodecConfig& config, bool int8_values);
+
+// Elements decoded per chunk when a codec needs a scratch buffer.
+inline constexpr std::size_t kChunk = 4096;
+
+// out = v (accumulate false) or out += weight * v.
+inline void store(float* out, const float* v, std::size_t n, bool accumulate, float weight) {
+  if (!accumulate) {
+    std::memcpy(out, v, n * sizeof(float));
+  } else {
+    for (std::size_t i = 0; i < n; ++i) out[i] += weight * v[i];
+  }
+}
+
+}  // namespace diloco::compression::detail

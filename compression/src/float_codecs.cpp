@@ -1,0 +1,119 @@
+// Element-wise codecs: fp32 (lossless), fp16 and bf16 (round to nearest even).
+#include <algorithm>
+#include <cstring>
+
+#include "codec_util.h"
+#include "diloco/compression/codec.h"
+
+namespace diloco::compression::detail {
+namespace {
+
+class NoneCodec final : public Codec {
+ public:
+  CodecId id() const override { return CodecId::kNone; }
+  std::string_view name() const override { return "none"; }
+  bool lossless() const override { return true; }
+
+ protected:
+  std::size_t body_size(std::size_t count) const override { return count * sizeof(float); }
+
+  std::size_t encode_body(std::span<const float> values, std::span<std::byte> body, std::uint64_t) const override {
+    if (!values.empty()) std::memcpy(body.data(), values.data(), values.size_bytes());
+    return values.size_bytes();
+  }
+
+  DecodeError decode_body(std::span<const std::byte> body, std::span<float> out, bool accumulate,
+                          float weight) const override {
+    float buf[kChunk];
+    for (std::size_t i = 0; i < out.size(); i += kChunk) {
+      const std::size_t n = std::min(kChunk, out.size() - i);
+      std::memcpy(buf, body.data() + i * sizeof(float), n * sizeof(float));
+      store(out.data() + i, buf, n, accumulate, weight);
+    }
+    return DecodeError::kOk;
+  }
+};
+
+class Fp16Codec final : public Codec {
+ public:
+  CodecId id() const override { return CodecId::kFp16; }
+  std::string_view name() const override { return "fp16"; }
+
+ protected:
+  std::size_t body_size(std::size_t count) const override { return count * 2; }
+
+  std::size_t encode_body(std::span<const float> values, std::span<std::byte> body, std::uint64_t) const override {
+    std::uint16_t buf[kChunk];
+    for (std::size_t i = 0; i < values.size(); i += kChunk) {
+      const std::size_t n = std::min(kChunk, values.size() - i);
+      floats_to_halves(values.data() + i, buf, n);
+      std::memcpy(body.data() + i * 2, buf, n * 2);
+    }
+    return values.size() * 2;
+  }
+
+  DecodeError decode_body(std::span<const std::byte> body, std::span<float> out, bool accumulate,
+                          float weight) const override {
+    std::uint16_t halves[kChunk];
+    float floats[kChunk];
+    for (std::size_t i = 0; i < out.size(); i += kChunk) {
+      const std::size_t n = std::min(kChunk, out.size() - i);
+      std::memcpy(halves, body.data() + i * 2, n * 2);
+      halves_to_floats(halves, floats, n);
+      store(out.data() + i, floats, n, accumulate, weight);
+    }
+    return DecodeError::kOk;
+  }
+};
+
+class Bf16Codec final : public Codec {
+ public:
+  CodecId id() const override { return CodecId::kBf16; }
+  std::string_view name() const override { return "bf16"; }
+
+ protected:
+  std::size_t body_size(std::size_t count) const override { return count * 2; }
+
+  std::size_t encode_body(std::span<const float> values, std::span<std::byte> body, std::uint64_t) const override {
+    std::uint16_t buf[kChunk];
+    for (std::size_t i = 0; i < values.size(); i += kChunk) {
+      const std::size_t n = std::min(kChunk, values.size() - i);
+      const float* in = values.data() + i;
+      for (std::size_t j = 0; j < n; ++j) {
+        std::uint32_t u;
+        std::memcpy(&u, in + j, 4);
+        const std::uint32_t sign = u & 0x80000000u;
+        // Round to nearest even (inputs are finite); saturate at bf16's largest
+        // finite value instead of rounding up to inf.
+        u = std::min<std::uint32_t>((u & 0x7FFFFFFFu) + 0x7FFFu + ((u >> 16) & 1u), 0x7F7F0000u) | sign;
+        buf[j] = static_cast<std::uint16_t>(u >> 16);
+      }
+      std::memcpy(body.data() + i * 2, buf, n * 2);
+    }
+    return values.size() * 2;
+  }
+
+  DecodeError decode_body(std::span<const std::byte> body, std::span<float> out, bool accumulate,
+                          float weight) const override {
+    std::uint16_t halves[kChunk];
+    float floats[kChunk];
+    for (std::size_t i = 0; i < out.size(); i += kChunk) {
+      const std::size_t n = std::min(kChunk, out.size() - i);
+      std::memcpy(halves, body.data() + i * 2, n * 2);
+      for (std::size_t j = 0; j < n; ++j) {
+        const std::uint32_t u = static_cast<std::uint32_t>(halves[j]) << 16;
+        std::memcpy(floats + j, &u, 4);
+      }
+      store(out.data() + i, floats, n, accumulate, weight);
+    }
+    return DecodeError::kOk;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Codec> make_none_codec() { return std::make_unique<NoneCodec>(); }
+std::unique_ptr<Codec> make_fp16_codec() { return std::make_unique<Fp16Codec>(); }
+std::unique_ptr<Codec> make_bf16_codec() { return std::make_unique<Bf16Codec>(); }
+
+}  // namespace diloco::compression::detail

@@ -1,0 +1,161 @@
+// Top-k sparsification: keep the k = ceil(ratio * n) largest-magnitude entries
+// (ties to the lower index, so the choice is deterministic). Body:
+// [k as u64][k index gaps as LEB128 varints][values: fp16, or int8 blockwise].
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "codec_util.h"
+#include "diloco/compression/crc32c.h"
+#include "diloco/compression/codec.h"
+
+namespace diloco::compression::detail {
+namespace {
+
+class TopkCodec final : public Codec {
+ public:
+  TopkCodec(double ratio, std::uint32_t block, bool int8_values)
+      : ratio_(ratio), block_(block), int8_(int8_values) {
+    CodecConfig c;
+    c.block = block;
+    if (int8_) values_codec_ = make_int8_codec(c);
+  }
+
+  CodecId id() const override { return int8_ ? CodecId::kTopkInt8 : CodecId::kTopk; }
+  std::string_view name() const override { return int8_ ? "topk+int8" : "topk"; }
+
+  std::size_t keep(std::size_t n) const {
+    if (n == 0) return 0;
+    const auto k = static_cast<std::size_t>(std::ceil(ratio_ * static_cast<double>(n)));
+    return std::clamp<std::size_t>(k, 1, n);
+  }
+
+ protected:
+  bool fixed_body_size() const override { return false; }
+  std::uint32_t block_size() const override { return int8_ ? block_ : 0; }
+
+  std::size_t values_size(std::size_t k) const {
+    return int8_ ? blocks_for(k, block_) * sizeof(float) + k : k * 2;
+  }
+
+  // Upper bound (every gap a 5-byte varint); encode_body reports the real size.
+  std::size_t body_size(std::size_t count) const override {
+    const std::size_t k = keep(count);
+    return 8 + k * 5 + values_size(k);
+  }
+
+  std::size_t encode_body(std::span<const float> values, std::span<std::byte> body, std::uint64_t seed) const override {
+    const std::size_t n = values.size();
+    const std::size_t k = keep(n);
+    std::vector<std::uint32_t> idx(n);
+    std::iota(idx.begin(), idx.end(), 0u);
+    auto larger = [&](std::uint32_t a, std::uint32_t b) {
+      const float fa = std::abs(values[a]);
+      const float fb = std::abs(values[b]);
+      return fa > fb || (fa == fb && a < b);
+    };
+    if (k < n) std::nth_element(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k), idx.end(), larger);
+    idx.resize(k);
+    std::sort(idx.begin(), idx.end());
+
+    const std::uint64_t k64 = k;
+    std::memcpy(body.data(), &k64, 8);
+    std::size_t pos = 8;
+    std::uint32_t prev = 0;
+    for (std::size_t i = 0; i < k; ++i) {
+      std::uint32_t gap = i == 0 ? idx[0] : idx[i] - prev - 1;  // strictly increasing: gaps >= 0
+      prev = idx[i];
+      do {
+        auto byte = static_cast<unsigned char>(gap & 0x7Fu);
+        gap >>= 7;
+        if (gap) byte |= 0x80u;
+        body[pos++] = std::byte(byte);
+      } while (gap);
+    }
+    std::vector<float> kept(k);
+    for (std::size_t i = 0; i < k; ++i) kept[i] = values[idx[i]];
+    if (int8_) {
+      std::vector<std::byte> inner;
+      values_codec_->encode(kept, inner, seed);
+      // The values travel without their own header: this payload's header covers them.
+      std::memcpy(body.data() + pos, inner.data() + kWireHeaderSize, inner.size() - kWireHeaderSize);
+      pos += inner.size() - kWireHeaderSize;
+    } else {
+      std::vector<std::uint16_t> halves(k);
+      floats_to_halves(kept.data(), halves.data(), k);
+      std::memcpy(body.data() + pos, halves.data(), k * 2);
+      pos += k * 2;
+    }
+    return pos;
+  }
+
+  DecodeError decode_body(std::span<const std::byte> body, std::span<float> out, bool accumulate,
+                          float weight) const override {
+    const std::size_t n = out.size();
+    if (body.size() < 8) return DecodeError::kTruncated;
+    std::uint64_t k;
+    std::memcpy(&k, body.data(), 8);
+    if (k > n) return DecodeError::kCorruptBody;
+    std::vector<std::uint32_t> idx(k);
+    std::size_t pos = 8;
+    std::uint64_t next = 0;  // smallest index the next entry may take
+    for (std::size_t i = 0; i < k; ++i) {
+      std::uint64_t gap = 0;
+      for (int shift = 0;; shift += 7) {
+        if (pos >= body.size()) return DecodeError::kTruncated;
+        if (shift > 28) return DecodeError::kCorruptBody;
+        const auto byte = static_cast<unsigned char>(body[pos++]);
+        gap |= static_cast<std::uint64_t>(byte & 0x7Fu) << shift;
+        if (!(byte & 0x80u)) break;
+      }
+      const std::uint64_t index = next + gap;
+      if (index >= n) return DecodeError::kCorruptBody;
+      idx[i] = static_cast<std::uint32_t>(index);
+      next = index + 1;
+    }
+    if (body.size() - pos != values_size(k)) return DecodeError::kLengthMismatch;
+    std::vector<float> kept(k);
+    const auto values = body.subspan(pos);
+    if (int8_) {
+      // Re-wrap the values in a header so the int8 codec checks them itself.
+      std::vector<std::byte> inner(kWireHeaderSize + values.size());
+      std::memcpy(inner.data() + kWireHeaderSize, values.data(), values.size());
+      WireHeader h;
+      h.codec = static_cast<std::uint8_t>(CodecId::kInt8);
+      h.element_count = k;
+      h.block_size = block_;
+      h.body_length = values.size();
+      h.body_crc32c = crc32c(values);
+      write_header(h, std::span<std::byte, kWireHeaderSize>(inner.data(), kWireHeaderSize));
+      if (auto e = values_codec_->decode(inner, kept); e != DecodeError::kOk) return e;
+    } else {
+      std::vector<std::uint16_t> halves(k);
+      std::memcpy(halves.data(), values.data(), k * 2);
+      halves_to_floats(halves.data(), kept.data(), k);
+      for (float v : kept)
+        if (!is_finite(v)) return DecodeError::kCorruptBody;
+    }
+    if (!accumulate) std::fill(out.begin(), out.end(), 0.0f);
+    for (std::size_t i = 0; i < k; ++i) {
+      if (accumulate) out[idx[i]] += weight * kept[i];
+      else out[idx[i]] = kept[i];
+    }
+    return DecodeError::kOk;
+  }
+
+ private:
+  double ratio_;
+  std::uint32_t block_;
+  bool int8_;
+  std::unique_ptr<Codec> values_codec_;
+};
+
+}  // namespace
+
+std::unique_ptr<Codec> make_topk_codec(const CodecConfig& c, bool int8_values) {
+  return std::make_unique<TopkCodec>(c.topk_ratio, c.block, int8_values);
+}
+
+}  // namespace diloco::compression::detail
