@@ -106,9 +106,9 @@ class AbsmaxCodec final : public Codec {
                           float weight) const override {
     const std::size_t n = out.size();
     const std::size_t blocks = blocks_for(n, block_);
-    std::vector<float> scales(blocks);
-    if (auto e = read_scales(body, blocks, scales.data()); e != DecodeError::kOk) return e;
-    const auto* packed = reinterpret_cast<const unsigned char*>(body.data() + blocks * sizeof(float));
+    std::vector<float> scales;
+    const unsigned char* packed = nullptr;
+    if (auto e = split_blockwise_body(body, n, block_, scales, packed); e != DecodeError::kOk) return e;
     if (bits_ == 4) {
       // Values range 1..15 (q + 8); 0 never comes from the encoder.
       for (std::size_t g = 0; g < n; ++g) {
@@ -198,9 +198,9 @@ class SignCodec final : public Codec {
                           float weight) const override {
     const std::size_t n = out.size();
     const std::size_t blocks = blocks_for(n, block_);
-    std::vector<float> scales(blocks);
-    if (auto e = read_scales(body, blocks, scales.data()); e != DecodeError::kOk) return e;
-    const auto* bits = reinterpret_cast<const unsigned char*>(body.data() + blocks * sizeof(float));
+    std::vector<float> scales;
+    const unsigned char* bits = nullptr;
+    if (auto e = split_blockwise_body(body, n, block_, scales, bits); e != DecodeError::kOk) return e;
     if (n % 8 != 0 && (bits[n / 8] >> (n % 8)) != 0) return DecodeError::kCorruptBody;
     float buf[kChunk];
     for (std::size_t b = 0; b < blocks; ++b) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <vector>
 
 #include "diloco/compression/wire_format.h"
 
@@ -40,6 +41,16 @@ inline DecodeError read_scales(std::span<const std::byte> body, std::size_t coun
   std::memcpy(out, body.data(), count * sizeof(float));
   for (std::size_t i = 0; i < count; ++i)
     if (!is_finite(out[i]) || out[i] < 0.0f) return DecodeError::kNonFiniteScale;
+  return DecodeError::kOk;
+}
+
+// The leading per-block scales of a blockwise body, checked, and where the
+// packed values after them start.
+inline DecodeError split_blockwise_body(std::span<const std::byte> body, std::size_t count, std::size_t block,
+                                        std::vector<float>& scales, const unsigned char*& packed) {
+  scales.resize(blocks_for(count, block));
+  if (auto e = read_scales(body, scales.size(), scales.data()); e != DecodeError::kOk) return e;
+  packed = reinterpret_cast<const unsigned char*>(body.data() + scales.size() * sizeof(float));
   return DecodeError::kOk;
 }
 

@@ -34,10 +34,35 @@ class NoneCodec final : public Codec {
   }
 };
 
-class Fp16Codec final : public Codec {
+void floats_to_bf16(const float* in, std::uint16_t* out, std::size_t n) {
+  for (std::size_t j = 0; j < n; ++j) {
+    std::uint32_t u;
+    std::memcpy(&u, in + j, 4);
+    const std::uint32_t sign = u & 0x80000000u;
+    // Round to nearest even (inputs are finite); saturate at bf16's largest
+    // finite value instead of rounding up to inf.
+    u = std::min<std::uint32_t>((u & 0x7FFFFFFFu) + 0x7FFFu + ((u >> 16) & 1u), 0x7F7F0000u) | sign;
+    out[j] = static_cast<std::uint16_t>(u >> 16);
+  }
+}
+
+void bf16_to_floats(const std::uint16_t* in, float* out, std::size_t n) {
+  for (std::size_t j = 0; j < n; ++j) {
+    const std::uint32_t u = static_cast<std::uint32_t>(in[j]) << 16;
+    std::memcpy(out + j, &u, 4);
+  }
+}
+
+using ToHalves = void (*)(const float*, std::uint16_t*, std::size_t);
+using ToFloats = void (*)(const std::uint16_t*, float*, std::size_t);
+
+// A 16-bit float format: the same framing, two conversion functions.
+template <CodecId kId, ToHalves kEncode, ToFloats kDecode>
+class HalfWidthCodec final : public Codec {
  public:
-  CodecId id() const override { return CodecId::kFp16; }
-  std::string_view name() const override { return "fp16"; }
+  explicit HalfWidthCodec(std::string_view name) : name_(name) {}
+  CodecId id() const override { return kId; }
+  std::string_view name() const override { return name_; }
 
  protected:
   std::size_t body_size(std::size_t count) const override { return count * 2; }
@@ -46,7 +71,7 @@ class Fp16Codec final : public Codec {
     std::uint16_t buf[kChunk];
     for (std::size_t i = 0; i < values.size(); i += kChunk) {
       const std::size_t n = std::min(kChunk, values.size() - i);
-      floats_to_halves(values.data() + i, buf, n);
+      kEncode(values.data() + i, buf, n);
       std::memcpy(body.data() + i * 2, buf, n * 2);
     }
     return values.size() * 2;
@@ -59,61 +84,24 @@ class Fp16Codec final : public Codec {
     for (std::size_t i = 0; i < out.size(); i += kChunk) {
       const std::size_t n = std::min(kChunk, out.size() - i);
       std::memcpy(halves, body.data() + i * 2, n * 2);
-      halves_to_floats(halves, floats, n);
+      kDecode(halves, floats, n);
       store(out.data() + i, floats, n, accumulate, weight);
     }
     return DecodeError::kOk;
   }
-};
 
-class Bf16Codec final : public Codec {
- public:
-  CodecId id() const override { return CodecId::kBf16; }
-  std::string_view name() const override { return "bf16"; }
-
- protected:
-  std::size_t body_size(std::size_t count) const override { return count * 2; }
-
-  std::size_t encode_body(std::span<const float> values, std::span<std::byte> body, std::uint64_t) const override {
-    std::uint16_t buf[kChunk];
-    for (std::size_t i = 0; i < values.size(); i += kChunk) {
-      const std::size_t n = std::min(kChunk, values.size() - i);
-      const float* in = values.data() + i;
-      for (std::size_t j = 0; j < n; ++j) {
-        std::uint32_t u;
-        std::memcpy(&u, in + j, 4);
-        const std::uint32_t sign = u & 0x80000000u;
-        // Round to nearest even (inputs are finite); saturate at bf16's largest
-        // finite value instead of rounding up to inf.
-        u = std::min<std::uint32_t>((u & 0x7FFFFFFFu) + 0x7FFFu + ((u >> 16) & 1u), 0x7F7F0000u) | sign;
-        buf[j] = static_cast<std::uint16_t>(u >> 16);
-      }
-      std::memcpy(body.data() + i * 2, buf, n * 2);
-    }
-    return values.size() * 2;
-  }
-
-  DecodeError decode_body(std::span<const std::byte> body, std::span<float> out, bool accumulate,
-                          float weight) const override {
-    std::uint16_t halves[kChunk];
-    float floats[kChunk];
-    for (std::size_t i = 0; i < out.size(); i += kChunk) {
-      const std::size_t n = std::min(kChunk, out.size() - i);
-      std::memcpy(halves, body.data() + i * 2, n * 2);
-      for (std::size_t j = 0; j < n; ++j) {
-        const std::uint32_t u = static_cast<std::uint32_t>(halves[j]) << 16;
-        std::memcpy(floats + j, &u, 4);
-      }
-      store(out.data() + i, floats, n, accumulate, weight);
-    }
-    return DecodeError::kOk;
-  }
+ private:
+  std::string_view name_;
 };
 
 }  // namespace
 
 std::unique_ptr<Codec> make_none_codec() { return std::make_unique<NoneCodec>(); }
-std::unique_ptr<Codec> make_fp16_codec() { return std::make_unique<Fp16Codec>(); }
-std::unique_ptr<Codec> make_bf16_codec() { return std::make_unique<Bf16Codec>(); }
+std::unique_ptr<Codec> make_fp16_codec() {
+  return std::make_unique<HalfWidthCodec<CodecId::kFp16, floats_to_halves, halves_to_floats>>("fp16");
+}
+std::unique_ptr<Codec> make_bf16_codec() {
+  return std::make_unique<HalfWidthCodec<CodecId::kBf16, floats_to_bf16, bf16_to_floats>>("bf16");
+}
 
 }  // namespace diloco::compression::detail
