@@ -13,7 +13,7 @@ namespace {
 
 // Largest |x| of a finite block: on the bits, where integer order equals float
 // order for non-negative values, so the loop vectorizes without fast-math.
-float block_absmax(const float* x, std::size_t n) {
+__attribute__((target_clones("avx2", "default"))) float block_absmax(const float* x, std::size_t n) {
   std::uint32_t m = 0;
   for (std::size_t i = 0; i < n; ++i) {
     std::uint32_t u;
@@ -27,7 +27,7 @@ float block_absmax(const float* x, std::size_t n) {
 // Symmetric absmax quantization to integers in [-levels, levels].
 // Round to nearest even via the 1.5 * 2^23 trick (exact for |v| < 2^22), or
 // stochastic: floor(v + u), u uniform in [0, 1), which is unbiased.
-void quantize_block(const float* x, std::size_t n, float inv_scale, int levels, bool stochastic,
+__attribute__((target_clones("avx2", "default"))) void quantize_block(const float* x, std::size_t n, float inv_scale, int levels, bool stochastic,
                     std::uint64_t seed, std::uint64_t first_index, std::int8_t* q) {
   const float lim = static_cast<float>(levels);
   if (!stochastic) {
@@ -111,14 +111,15 @@ class AbsmaxCodec final : public Codec {
     if (auto e = split_blockwise_body(body, n, block_, scales, packed); e != DecodeError::kOk) return e;
     if (bits_ == 4) {
       // Values range 1..15 (q + 8); 0 never comes from the encoder.
-      for (std::size_t g = 0; g < n; ++g) {
-        const unsigned nib = (g % 2 == 0) ? (packed[g / 2] & 0x0Fu) : (packed[g / 2] >> 4);
-        if (nib == 0) return DecodeError::kCorruptBody;
-      }
+      unsigned bad = 0;
+      for (std::size_t i = 0; i < n / 2; ++i) bad |= ((packed[i] & 0x0Fu) == 0) | ((packed[i] >> 4) == 0);
+      if (n % 2 == 1) bad |= (packed[n / 2] & 0x0Fu) == 0;
+      if (bad) return DecodeError::kCorruptBody;
       if (n % 2 == 1 && (packed[n / 2] >> 4) != 0) return DecodeError::kCorruptBody;
     } else {
-      for (std::size_t g = 0; g < n; ++g)
-        if (static_cast<std::int8_t>(packed[g]) == -128) return DecodeError::kCorruptBody;
+      unsigned bad = 0;  // a reduction, not an early exit, so it vectorizes
+      for (std::size_t g = 0; g < n; ++g) bad |= packed[g] == 0x80u;
+      if (bad) return DecodeError::kCorruptBody;
     }
     float buf[kChunk];
     for (std::size_t b = 0; b < blocks; ++b) {

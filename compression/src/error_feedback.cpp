@@ -7,7 +7,7 @@ EncodeError ErrorFeedback::encode(const Codec& codec, std::span<const float> val
                                   std::span<float> transmitted, std::uint64_t seed) {
   const std::size_t n = values.size();
   corrected_.resize(n);
-  for (std::size_t i = 0; i < n; ++i) corrected_[i] = values[i] + residual_[i];
+  for (std::size_t i = 0; i < n; ++i) corrected_[i] = values[i] + decay_ * residual_[i];
   if (EncodeError e = codec.encode(corrected_, payload, seed); e != EncodeError::kOk) return e;
   // Our own payload always decodes; a failure here is a codec bug.
   if (codec.decode(payload, transmitted) != DecodeError::kOk) return EncodeError::kNonFiniteInput;

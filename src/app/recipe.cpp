@@ -235,6 +235,9 @@ const std::vector<Key>& keys() {
     k.push_back(number_key("compression", "topk_ratio", &R::compression, &CompressionConfig::topk_ratio,
                            [](double v) { return v > 0.0 && v <= 1.0; }, "in (0, 1]"));
     k.push_back(error_feedback_key());
+    k.push_back(number_key("compression", "error_feedback_decay", &R::compression,
+                           &CompressionConfig::error_feedback_decay, [](double v) { return v >= 0.0 && v <= 1.0; },
+                           "in [0, 1]"));
     k.push_back(string_key("compression", "exchange", &R::compression, &CompressionConfig::exchange,
                            {"auto", "all_gather", "ring"}));
 

@@ -38,6 +38,11 @@ struct CompressionConfig {
   double topk_ratio = 0.1;
   // Unset means: on for lossy codecs, off for "none" (resolved at validation).
   std::optional<bool> error_feedback;
+  // Share of the residual carried into the next round. Below 1 because each
+  // site restarts from the global params and relearns part of what it held
+  // back; carrying all of it overshoots (quickstart, topk 0.1: +6.7% eval loss
+  // at 1.0, +3.5% at 0.5, against fp32).
+  double error_feedback_decay = 0.5;
   std::string exchange = "auto";  // "auto" | "all_gather" | "ring"
 };
 

@@ -76,6 +76,7 @@ std::unique_ptr<compression::Codec> make_codec(const CompressionConfig& c) {
 outer::ExchangeOptions exchange_options(const Recipe& r) {
   outer::ExchangeOptions o;
   o.error_feedback = r.compression.error_feedback.value_or(false);
+  o.error_feedback_decay = static_cast<float>(r.compression.error_feedback_decay);
   o.seed = static_cast<std::uint64_t>(r.run.seed);
   o.algorithm = r.compression.exchange == "ring"         ? outer::ExchangeAlgorithm::kRing
                 : r.compression.exchange == "all_gather" ? outer::ExchangeAlgorithm::kAllGather

@@ -84,7 +84,7 @@ ExchangeStats Exchange::average(std::span<float> delta, double weight, std::int6
 
   // Error feedback: transmit decode(encode(delta + residual)); keep the rest.
   if (options_.error_feedback && weights[me] > 0.0) {
-    if (!feedback_) feedback_.emplace(delta.size());
+    if (!feedback_) feedback_.emplace(delta.size(), options_.error_feedback_decay);
     transmitted_.resize(delta.size());
     if (feedback_->encode(*codec_, delta, payload_, transmitted_, seed) != compression::EncodeError::kOk)
       throw ExchangeError("cannot encode this site's pseudo-gradient", me);

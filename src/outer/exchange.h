@@ -40,6 +40,7 @@ enum class ExchangeAlgorithm {
 struct ExchangeOptions {
   ExchangeAlgorithm algorithm = ExchangeAlgorithm::kAuto;
   bool error_feedback = false;
+  float error_feedback_decay = 1.0f;
   std::uint64_t seed = 0;  // stochastic rounding
 };
 

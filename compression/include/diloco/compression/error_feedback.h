@@ -12,11 +12,14 @@ namespace diloco::compression {
 
 class ErrorFeedback {
  public:
-  explicit ErrorFeedback(std::size_t count) : residual_(count, 0.0f) {}
+  // `decay` scales the residual carried into each round (SparseLoCo decays
+  // it); 1 keeps it whole, so the sum sent tracks the sum of the inputs.
+  explicit ErrorFeedback(std::size_t count, float decay = 1.0f) : residual_(count, 0.0f), decay_(decay) {}
 
-  // Encodes values + residual into `payload`; `transmitted` receives exactly
-  // what a receiver decodes from it, and the residual becomes
-  // (values + residual) - transmitted. On an encode error nothing changes.
+  // Encodes values + decay * residual into `payload`; `transmitted` receives
+  // exactly what a receiver decodes from it, and the residual becomes
+  // (values + decay * residual) - transmitted. On an encode error nothing
+  // changes.
   EncodeError encode(const Codec& codec, std::span<const float> values, std::vector<std::byte>& payload,
                      std::span<float> transmitted, std::uint64_t seed);
 
@@ -24,6 +27,7 @@ class ErrorFeedback {
 
  private:
   std::vector<float> residual_;
+  float decay_;
   std::vector<float> corrected_;
 };
 

@@ -1,0 +1,153 @@
+// The exchange between site leaders on real ranks (every rank is a leader
+// here): all codecs, both algorithms, bit-identical results on every site,
+// the weighted average, and sites with non-finite pseudo-gradients left out.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "comm/mpi_communicator.h"
+#include "outer/exchange.h"
+
+using namespace diloco;
+
+namespace {
+
+std::vector<float> site_delta(int site, std::size_t n) {
+  std::mt19937 rng(1000 + site);
+  std::normal_distribution<float> d(0.0f, 0.01f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+std::vector<std::vector<float>> gather(comm::Communicator& world, std::span<const float> v) {
+  auto raw = world.all_gather(std::as_bytes(v));
+  std::vector<std::vector<float>> out(raw.size());
+  for (std::size_t r = 0; r < raw.size(); ++r) {
+    out[r].resize(raw[r].size() / sizeof(float));
+    std::memcpy(out[r].data(), raw[r].data(), raw[r].size());
+  }
+  return out;
+}
+
+struct Case {
+  std::string codec;
+  outer::ExchangeAlgorithm algorithm;
+  double tolerance;  // max abs error against the exact weighted average, per unit of delta scale
+};
+
+}  // namespace
+
+TEST(ExchangeTest, EverySiteGetsTheSameWeightedAverage) {
+  auto world = comm::MpiCommunicator::world();
+  const int n = world->size();
+  const std::size_t count = 1001;  // not a multiple of the site count or the block
+  std::vector<double> weights;
+  for (int s = 0; s < n; ++s) weights.push_back(1.0 + s);  // unequal token counts
+  double total = 0.0;
+  for (double w : weights) total += w;
+  std::vector<float> exact(count, 0.0f);
+  for (int s = 0; s < n; ++s) {
+    auto d = site_delta(s, count);
+    for (std::size_t i = 0; i < count; ++i) exact[i] += static_cast<float>(weights[s] / total) * d[i];
+  }
+  const std::vector<Case> cases{
+      {"none", outer::ExchangeAlgorithm::kAllGather, 1e-7}, {"none", outer::ExchangeAlgorithm::kRing, 1e-7},
+      {"fp16", outer::ExchangeAlgorithm::kAllGather, 2e-5}, {"bf16", outer::ExchangeAlgorithm::kRing, 3e-4},
+      {"int8", outer::ExchangeAlgorithm::kAllGather, 4e-4}, {"int8", outer::ExchangeAlgorithm::kRing, 8e-4},
+      {"int4", outer::ExchangeAlgorithm::kAllGather, 6e-3}, {"sign", outer::ExchangeAlgorithm::kAllGather, 0.05},
+      {"topk", outer::ExchangeAlgorithm::kAllGather, 0.05}, {"topk+int8", outer::ExchangeAlgorithm::kRing, 0.05},
+  };
+  for (const auto& c : cases) {
+    auto exchange = std::make_unique<outer::Exchange>(*world, compression::make_codec(c.codec),
+                                                      outer::ExchangeOptions{c.algorithm, false, 7});
+    auto delta = site_delta(world->rank(), count);
+    auto stats = exchange->average(delta, weights[world->rank()], 3);
+    EXPECT_TRUE(stats.excluded_sites.empty());
+    if (n > 1) {
+      EXPECT_GT(stats.payload_bytes, 0u);
+    }
+    double max_err = 0.0;
+    for (std::size_t i = 0; i < count; ++i) max_err = std::max(max_err, double(std::abs(delta[i] - exact[i])));
+    EXPECT_LE(max_err, c.tolerance) << c.codec << (c.algorithm == outer::ExchangeAlgorithm::kRing ? " ring" : " gather");
+    auto all = gather(*world, delta);
+    for (int r = 0; r < n; ++r)
+      ASSERT_EQ(std::memcmp(all[r].data(), delta.data(), count * sizeof(float)), 0)
+          << c.codec << ": site " << r << " averaged differently";
+  }
+}
+
+TEST(ExchangeTest, AutoPicksTheAlgorithmThatSendsFewerBytes) {
+  auto world = comm::MpiCommunicator::world();
+  outer::Exchange exchange(*world, compression::make_codec("int8"));
+  const auto choice = exchange.choose(1 << 20);
+  if (world->size() < 3) {
+    EXPECT_EQ(choice, outer::ExchangeAlgorithm::kAllGather);  // equal bytes: no requantization wins
+  } else {
+    EXPECT_EQ(choice, outer::ExchangeAlgorithm::kRing);
+    // And the ring really sends fewer bytes than the all-gather.
+    const std::size_t count = 1 << 16;
+    auto d = site_delta(world->rank(), count);
+    outer::Exchange ring(*world, compression::make_codec("int8"), {outer::ExchangeAlgorithm::kRing});
+    outer::Exchange gather_all(*world, compression::make_codec("int8"), {outer::ExchangeAlgorithm::kAllGather});
+    auto a = d;
+    auto b = d;
+    const auto ring_bytes = ring.average(a, 1.0).payload_bytes;
+    const auto gather_bytes = gather_all.average(b, 1.0).payload_bytes;
+    EXPECT_LT(ring_bytes, gather_bytes);
+  }
+}
+
+TEST(ExchangeTest, NonFiniteSiteIsLeftOutOnEverySite) {
+  auto world = comm::MpiCommunicator::world();
+  const int n = world->size();
+  if (n < 2) GTEST_SKIP() << "needs two sites";
+  for (auto algorithm : {outer::ExchangeAlgorithm::kAllGather, outer::ExchangeAlgorithm::kRing}) {
+    outer::Exchange exchange(*world, compression::make_codec("none"), {algorithm});
+    auto delta = site_delta(world->rank(), 100);
+    if (world->rank() == 1) delta[17] = std::nanf("");
+    auto stats = exchange.average(delta, 1.0);
+    EXPECT_EQ(stats.excluded_sites, std::vector<int>{1});
+    // The average over the remaining n - 1 sites, equally weighted.
+    std::vector<float> expected(100, 0.0f);
+    for (int s = 0; s < n; ++s) {
+      if (s == 1) continue;
+      auto d = site_delta(s, 100);
+      for (int i = 0; i < 100; ++i) expected[i] += d[i] / static_cast<float>(n - 1);
+    }
+    for (int i = 0; i < 100; ++i) ASSERT_NEAR(delta[i], expected[i], 1e-7) << i;
+  }
+}
+
+TEST(ExchangeTest, NoUsableSiteIsAnError) {
+  auto world = comm::MpiCommunicator::world();
+  outer::Exchange exchange(*world, compression::make_codec("none"));
+  std::vector<float> delta(10, std::numeric_limits<float>::infinity());
+  EXPECT_THROW(exchange.average(delta, 1.0), outer::ExchangeError);
+}
+
+TEST(ExchangeTest, ErrorFeedbackKeepsWhatWasNotSent) {
+  auto world = comm::MpiCommunicator::world();
+  compression::CodecConfig config;
+  config.name = "topk";
+  config.topk_ratio = 0.1;
+  outer::Exchange exchange(*world, compression::make_codec(config), {outer::ExchangeAlgorithm::kAllGather, true, 1});
+  const auto original = site_delta(world->rank(), 500);
+  auto delta = original;
+  exchange.average(delta, 1.0);
+  ASSERT_EQ(exchange.residual().size(), 500u);
+  // 90% of the entries were not sent and are kept whole for the next round;
+  // the 10% sent keep only their fp16 rounding error.
+  int held_back = 0;
+  for (std::size_t i = 0; i < 500; ++i) {
+    const float r = exchange.residual()[i];
+    if (r == original[i]) {
+      ++held_back;
+    } else {
+      EXPECT_LE(std::abs(r), std::abs(original[i]) * std::ldexp(1.0f, -11)) << i;
+    }
+  }
+  EXPECT_EQ(held_back, 450);
+}
