@@ -38,6 +38,7 @@ inline std::size_t blocks_for(std::size_t count, std::size_t block) { return (co
 
 // Reads scales from an unaligned body and refuses non-finite or negative ones.
 inline DecodeError read_scales(std::span<const std::byte> body, std::size_t count, float* out) {
+  if (count == 0) return DecodeError::kOk;
   std::memcpy(out, body.data(), count * sizeof(float));
   for (std::size_t i = 0; i < count; ++i)
     if (!is_finite(out[i]) || out[i] < 0.0f) return DecodeError::kNonFiniteScale;

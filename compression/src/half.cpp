@@ -5,6 +5,7 @@
 #include "codec_util.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define DILOCO_X86 1
 #endif
@@ -68,8 +69,21 @@ __attribute__((target("avx,f16c"))) void to_floats_f16c(const std::uint16_t* in,
   for (; i < n; ++i) out[i] = half_to_float(in[i]);
 }
 
+// CPUID leaf 1: AVX (ecx 28), F16C (ecx 29), and OSXSAVE (ecx 27) with the OS
+// saving the YMM registers (XCR0 bits 1 and 2). Read directly because not
+// every compiler's __builtin_cpu_supports knows "f16c".
+bool detect_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+  const bool avx = (c >> 28) & 1u, f16c = (c >> 29) & 1u, osxsave = (c >> 27) & 1u;
+  if (!(avx && f16c && osxsave)) return false;
+  unsigned lo = 0, hi = 0;
+  __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (lo & 6u) == 6u;
+}
+
 bool has_f16c() {
-  static const bool yes = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  static const bool yes = detect_f16c();
   return yes;
 }
 #endif

@@ -85,7 +85,7 @@ class TopkCodec final : public Codec {
     } else {
       std::vector<std::uint16_t> halves(k);
       floats_to_halves(kept.data(), halves.data(), k);
-      std::memcpy(body.data() + pos, halves.data(), k * 2);
+      if (k > 0) std::memcpy(body.data() + pos, halves.data(), k * 2);
       pos += k * 2;
     }
     return pos;
@@ -132,7 +132,7 @@ class TopkCodec final : public Codec {
       if (auto e = values_codec_->decode(inner, kept); e != DecodeError::kOk) return e;
     } else {
       std::vector<std::uint16_t> halves(k);
-      std::memcpy(halves.data(), values.data(), k * 2);
+      if (k > 0) std::memcpy(halves.data(), values.data(), k * 2);
       halves_to_floats(halves.data(), kept.data(), k);
       for (float v : kept)
         if (!is_finite(v)) return DecodeError::kCorruptBody;
