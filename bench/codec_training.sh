@@ -24,7 +24,7 @@ for codec in "${codecs[@]}"; do
 import json, sys
 r = [json.loads(l) for l in open(sys.argv[1])][-1]
 print(r["eval_loss"], r["bytes_sent"], r["wall_s"])' "$dir/metrics.jsonl")
-  ef=$(grep -E '^error_feedback' "$dir/recipe.toml" | awk '{print $3}')
+  ef=$(grep -E '^error_feedback = ' "$dir/recipe.toml" | awk '{print $3}')
   if [[ -z $base_loss ]]; then base_loss=$loss; base_bytes=$bytes; fi
   python3 -c '
 import sys

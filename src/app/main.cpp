@@ -9,6 +9,7 @@
 #define CXXOPTS_VECTOR_DELIMITER '\0'
 #include <cxxopts.hpp>
 
+#include "app/inspect_command.h"
 #include "app/recipe.h"
 #include "app/train_command.h"
 #include "inner/corpus.h"
@@ -21,8 +22,10 @@ const char* kUsage =
     "usage: diloco <command> [options]\n"
     "\n"
     "commands:\n"
-    "  train RECIPE [--set section.key=value]... [--out DIR]   train under MPI (mpirun/srun)\n"
+    "  train RECIPE [--set section.key=value]... [--out DIR] [--resume auto|none|CKPT]\n"
+    "                                                          train under MPI (mpirun/srun)\n"
     "  check RECIPE [--set section.key=value]...               validate, print the effective recipe\n"
+    "  inspect CHECKPOINT                                      verify a checkpoint, print what it holds\n"
     "\n"
     "  diloco --version      print the version\n"
     "  diloco COMMAND --help options of a command\n"
@@ -47,6 +50,7 @@ struct CommandLine {
   std::string recipe;
   std::vector<std::string> sets;
   std::string out;
+  std::string resume = "none";
   bool help = false;
   std::string help_text;
 };
@@ -59,7 +63,10 @@ CommandLine parse_command(const std::string& command, int argc, char** argv, boo
   options.add_options()("recipe", "TOML recipe", cxxopts::value<std::string>())(
       "set", "override a key: section.key=value (TOML value or bare string); repeatable",
       cxxopts::value<std::vector<std::string>>())("h,help", "show this help");
-  if (with_out) options.add_options()("out", "output folder (overrides run.out_dir)", cxxopts::value<std::string>());
+  if (with_out)
+    options.add_options()("out", "output folder (overrides run.out_dir)", cxxopts::value<std::string>())(
+        "resume", "auto (newest checkpoint that verifies), none, or a checkpoint folder",
+        cxxopts::value<std::string>()->default_value("none"));
   options.parse_positional({"recipe"});
   auto result = options.parse(argc, argv);
   CommandLine cl;
@@ -72,6 +79,10 @@ CommandLine parse_command(const std::string& command, int argc, char** argv, boo
   if (result.unmatched().size() > 0) throw cxxopts::exceptions::exception("unexpected argument '" + result.unmatched()[0] + "'");
   cl.recipe = result["recipe"].as<std::string>();
   if (result.count("set")) cl.sets = result["set"].as<std::vector<std::string>>();
+  if (with_out) {
+    cl.resume = result["resume"].as<std::string>();
+    if (cl.resume.empty()) throw cxxopts::exceptions::exception("--resume needs auto, none or a checkpoint folder");
+  }
   if (with_out && result.count("out")) {
     cl.out = result["out"].as<std::string>();
     if (cl.out.empty()) throw cxxopts::exceptions::exception("--out needs a folder");
@@ -94,6 +105,16 @@ int main(int argc, char** argv) {
   if (command == "--help" || command == "-h" || command == "help") {
     std::cout << kUsage;
     return 0;
+  }
+  if (command == "inspect") {
+    if (argc != 3 || std::string(argv[2]).rfind("-", 0) == 0) {
+      if (argc == 3 && (std::string(argv[2]) == "--help" || std::string(argv[2]) == "-h")) {
+        std::cout << "usage: diloco inspect CHECKPOINT\nVerify a checkpoint folder and print what it holds; exit 0 if it verifies, 2 if not.\n";
+        return 0;
+      }
+      return input_error("usage: diloco inspect CHECKPOINT");
+    }
+    return diloco::app::run_inspect(argv[2]);
   }
   if (command != "train" && command != "check") return input_error("unknown command '" + command + "'\n" + kUsage);
 
@@ -121,5 +142,5 @@ int main(int argc, char** argv) {
     std::cout << diloco::app::to_toml(recipe);
     return 0;
   }
-  return diloco::app::run_train(recipe, &argc, &argv);
+  return diloco::app::run_train(recipe, cl.resume, &argc, &argv);
 }

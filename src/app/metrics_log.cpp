@@ -16,7 +16,8 @@ void put_number(std::ostringstream& out, double v) {
 
 }  // namespace
 
-MetricsLog::MetricsLog(const std::string& path) : out_(path, std::ios::trunc), path_(path) {
+MetricsLog::MetricsLog(const std::string& path, bool append)
+    : out_(path, append ? std::ios::app : std::ios::trunc), path_(path) {
   if (!out_) throw std::runtime_error("cannot write metrics to " + path);
 }
 
@@ -32,9 +33,11 @@ std::string MetricsLog::to_json(const outer::RoundMetrics& m) {
   put_number(out, m.compute_s);
   out << ",\"comm_s\":";
   put_number(out, m.comm_s);
-  out << ",\"excluded_sites\":[";
-  for (std::size_t i = 0; i < m.excluded_sites.size(); ++i) out << (i ? "," : "") << m.excluded_sites[i];
-  out << "]}";
+  out << ",\"excluded\":[";
+  for (std::size_t i = 0; i < m.excluded.size(); ++i)
+    out << (i ? "," : "") << "{\"site\":" << m.excluded[i].site << ",\"reason\":\"" << outer::to_string(m.excluded[i].reason)
+        << "\"}";
+  out << "],\"excluded_total\":" << m.excluded_total << "}";
   return out.str();
 }
 

@@ -10,8 +10,9 @@ namespace diloco::app {
 
 class MetricsLog {
  public:
-  // Truncates `path`; throws std::runtime_error if it cannot be opened.
-  explicit MetricsLog(const std::string& path);
+  // Truncates `path` (or appends to it, on a resume); throws
+  // std::runtime_error if it cannot be opened.
+  explicit MetricsLog(const std::string& path, bool append = false);
   void write(const outer::RoundMetrics& m);
 
   static std::string to_json(const outer::RoundMetrics& m);

@@ -93,9 +93,24 @@ Key number_key(std::string section, std::string name, SectionOf<S> sec, double S
   return k;
 }
 
+// A number that lives directly in Recipe rather than in a section struct.
+Key top_number_key(std::string section, std::string name, double Recipe::*field, std::function<bool(double)> ok,
+                   std::string range) {
+  Key k{section, name, {}, {}};
+  k.read = [=](const toml::node& node, Recipe& r) -> std::string {
+    if (!node.is_number()) return "must be a number (got " + describe(node) + ")";
+    const double v = *node.value<double>();
+    if (!std::isfinite(v) || !ok(v)) return "must be " + range;
+    r.*field = v;
+    return {};
+  };
+  k.write = [=](const Recipe& r) { return float_text(r.*field); };
+  return k;
+}
+
 template <class S>
 Key string_key(std::string section, std::string name, SectionOf<S> sec, std::string S::*field,
-               std::vector<std::string> allowed = {}) {
+               std::vector<std::string> allowed = {}, bool empty_ok = false) {
   Key k{section, name, {}, {}};
   k.read = [=](const toml::node& node, Recipe& r) -> std::string {
     if (!node.is_string()) return "must be a string (got " + describe(node) + ")";
@@ -105,7 +120,7 @@ Key string_key(std::string section, std::string name, SectionOf<S> sec, std::str
       for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + ("\"" + a + "\"");
       return "must be one of " + list + " (got \"" + v + "\")";
     }
-    if (allowed.empty() && v.empty()) return "must not be empty";
+    if (allowed.empty() && v.empty() && !empty_ok) return "must not be empty";
     (r.*sec).*field = v;
     return {};
   };
@@ -225,8 +240,12 @@ const std::vector<Key>& keys() {
                              {"nesterov", outer::OuterKind::kNesterov}, {"sgd", outer::OuterKind::kSgd}}));
     k.push_back(number_key("outer", "lr", &R::outer, &outer::OuterConfig::lr, positive, "> 0"));
     k.push_back(number_key("outer", "momentum", &R::outer, &outer::OuterConfig::momentum, unit_open, "in [0, 1)"));
+    k.push_back(top_number_key("outer", "max_update_norm_ratio", &R::max_update_norm_ratio, non_negative,
+                               ">= 0 (0 turns the outlier check off)"));
 
     k.push_back(integer_key("sync", "H", &R::sync, &outer::SyncConfig::H, 1, 1 << 30));
+    k.push_back(number_key("sync", "timeout_s", &R::timeouts, &TimeoutSection::timeout_s, positive, "> 0"));
+    k.push_back(number_key("sync", "startup_timeout_s", &R::timeouts, &TimeoutSection::startup_timeout_s, positive, "> 0"));
 
     k.push_back(string_key("compression", "codec", &R::compression, &CompressionConfig::codec,
                            compression::codec_names()));
@@ -243,6 +262,15 @@ const std::vector<Key>& keys() {
 
     k.push_back(integer_key("topology", "sites", &R::topology, &TopologyConfig::sites, 1, 1 << 20));
 
+    k.push_back(string_key("checkpoint", "dir", &R::checkpoint, &CheckpointSection::dir, {}, true));
+    k.push_back(integer_key("checkpoint", "every", &R::checkpoint, &CheckpointSection::every, 0, 1 << 30));
+    k.push_back(integer_key("checkpoint", "keep", &R::checkpoint, &CheckpointSection::keep, 1, 1000));
+    k.push_back(integer_key("debug", "nan_site", &R::debug, &DebugSection::nan_site, -1, 1 << 20));
+    k.push_back(integer_key("debug", "nan_round", &R::debug, &DebugSection::nan_round, 0, 1 << 30));
+    k.push_back(integer_key("debug", "exit_rank", &R::debug, &DebugSection::exit_rank, -1, 1 << 20));
+    k.push_back(integer_key("debug", "exit_step", &R::debug, &DebugSection::exit_step, 0, kBig));
+    k.push_back(integer_key("debug", "freeze_rank", &R::debug, &DebugSection::freeze_rank, -1, 1 << 20));
+    k.push_back(integer_key("debug", "freeze_step", &R::debug, &DebugSection::freeze_step, 0, kBig));
     k.push_back(integer_key("metrics", "eval_every", &R::metrics, &outer::EvalConfig::every, 1, 1 << 30));
     k.push_back(integer_key("metrics", "eval_windows", &R::metrics, &outer::EvalConfig::windows, 1, 1 << 24));
     return k;

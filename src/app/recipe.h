@@ -50,6 +50,29 @@ struct TopologyConfig {
   int sites = 1;
 };
 
+// Fail-fast deadlines for any wait on another rank (torchtitan keeps start-up
+// and steady state apart: start-up includes loading data on every rank).
+struct TimeoutSection {
+  double timeout_s = 300.0;
+  double startup_timeout_s = 600.0;
+};
+
+// Test-only fault injection; every knob is off by default.
+struct DebugSection {
+  int nan_site = -1;     // this site's pseudo-gradient becomes NaN in nan_round
+  int nan_round = 0;
+  int exit_rank = -1;    // this world rank exits (code 1) at inner step exit_step
+  std::int64_t exit_step = 0;
+  int freeze_rank = -1;  // this world rank stops itself (SIGSTOP) at freeze_step
+  std::int64_t freeze_step = 0;
+};
+
+struct CheckpointSection {
+  std::string dir;  // empty: OUT/checkpoints
+  int every = 0;    // 0: only when a stop signal arrives
+  int keep = 3;
+};
+
 struct Recipe {
   RunConfig run;
   inner::ModelConfig model;
@@ -60,6 +83,13 @@ struct Recipe {
   CompressionConfig compression;
   TopologyConfig topology;
   outer::EvalConfig metrics;
+  CheckpointSection checkpoint;
+  TimeoutSection timeouts;  // recipe keys sync.timeout_s, sync.startup_timeout_s
+  DebugSection debug;
+  double max_update_norm_ratio = 10.0;  // recipe key outer.max_update_norm_ratio; 0 turns it off
+
+  // checkpoint.dir, or OUT/checkpoints when it is empty.
+  std::string checkpoint_dir() const { return checkpoint.dir.empty() ? run.out_dir + "/checkpoints" : checkpoint.dir; }
 };
 
 // Parses `path`, applies `overrides` ("section.key=value", value in TOML

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -14,6 +15,8 @@
 
 #include "app/metrics_log.h"
 #include "comm/mpi_communicator.h"
+#include "comm/watchdog.h"
+#include "outer/checkpoint.h"
 #include "inner/inner_loop.h"
 
 namespace diloco::app {
@@ -77,6 +80,7 @@ outer::ExchangeOptions exchange_options(const Recipe& r) {
   outer::ExchangeOptions o;
   o.error_feedback = r.compression.error_feedback.value_or(false);
   o.error_feedback_decay = static_cast<float>(r.compression.error_feedback_decay);
+  o.max_norm_ratio = r.max_update_norm_ratio;
   o.seed = static_cast<std::uint64_t>(r.run.seed);
   o.algorithm = r.compression.exchange == "ring"         ? outer::ExchangeAlgorithm::kRing
                 : r.compression.exchange == "all_gather" ? outer::ExchangeAlgorithm::kAllGather
@@ -84,9 +88,78 @@ outer::ExchangeOptions exchange_options(const Recipe& r) {
   return o;
 }
 
-int train(const Recipe& recipe, comm::MpiSession& mpi) {
+// Set by SIGTERM, SIGINT and SIGUSR1; read at round boundaries.
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+void on_stop_signal(int signal) { g_stop_signal = signal; }
+
+void install_stop_handlers() {
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  for (int s : {SIGTERM, SIGINT, SIGUSR1}) sigaction(s, &action, nullptr);
+}
+
+std::string model_signature(const Recipe& r, std::size_t params) {
+  std::ostringstream out;
+  out << "gpt d_model=" << r.model.d_model << " n_layers=" << r.model.n_layers << " n_heads=" << r.model.n_heads
+      << " seq_len=" << r.model.seq_len << " params=" << params;
+  return out.str();
+}
+
+// Rank 0 picks the checkpoint to resume from ("" for a fresh start) and
+// tells every rank, so all resume from the same one.
+std::string choose_resume(const Recipe& recipe, const std::string& resume, comm::Communicator& world) {
+  std::string path;
+  std::string problem;
+  if (world.rank() == 0 && resume != "none") {
+    outer::CheckpointStore store(recipe.checkpoint_dir(), recipe.checkpoint.keep);
+    if (resume == "auto") {
+      std::vector<std::string> warnings;
+      if (auto found = store.newest_valid(warnings)) path = *found;
+      for (const auto& w : warnings) std::cerr << "diloco: warning: " << w << std::endl;
+      if (path.empty()) std::printf("no usable checkpoint in %s: starting fresh\n", store.dir().c_str());
+    } else {
+      path = resume;
+      problem = outer::CheckpointStore::verify(path);
+      if (!problem.empty()) problem = "--resume " + path + ": " + problem;
+    }
+  }
+  for (auto* s : {&problem, &path}) {
+    std::uint64_t size = s->size();
+    comm::broadcast_values(world, std::span<std::uint64_t>(&size, 1), 0);
+    s->resize(size);
+    world.broadcast(std::as_writable_bytes(std::span<char>(s->data(), s->size())), 0);
+  }
+  if (!problem.empty()) throw outer::CheckpointError(problem);
+  return path;
+}
+
+// Keeps the metrics rows up to `round`: rows a crashed run wrote after its
+// last checkpoint are replaced by the resumed run's.
+void trim_metrics(const std::string& path, int round) {
+  std::ifstream in(path);
+  std::string kept;
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto at = line.find("\"round\":");
+    if (at != std::string::npos && std::stoi(line.substr(at + 8)) <= round) kept += line + "\n";
+  }
+  in.close();
+  std::ofstream(path, std::ios::trunc) << kept;
+}
+
+int train(const Recipe& recipe, const std::string& resume, comm::MpiSession& mpi) {
   const bool root = mpi.world_rank() == 0;
   auto world = comm::MpiCommunicator::world();
+  // Which site a rank belongs to, for messages (valid once sites fit the world).
+  const auto site_of = [&](int rank) {
+    if (recipe.topology.sites > mpi.world_size()) return std::string("site ?");
+    return "site " + std::to_string(comm::Topology::split(rank, mpi.world_size(), recipe.topology.sites).site);
+  };
+  comm::Watchdog watchdog(recipe.timeouts.startup_timeout_s, recipe.run.out_dir + "/.heartbeat", mpi.world_rank(),
+                          mpi.world_size(), site_of);
+  world->set_watchdog(&watchdog);
   auto fail = [&](const std::string& message) {
     if (root) std::cerr << "diloco: error: " << message << std::endl;
     return 2;
@@ -104,7 +177,6 @@ int train(const Recipe& recipe, comm::MpiSession& mpi) {
     try {
       std::filesystem::create_directories(recipe.run.out_dir);
       std::ofstream(recipe.run.out_dir + "/recipe.toml") << to_toml(recipe);
-      log = std::make_unique<MetricsLog>(recipe.run.out_dir + "/metrics.jsonl");
     } catch (const std::exception& e) {
       problem = "run.out_dir: cannot write to " + recipe.run.out_dir + ": " + e.what();
     }
@@ -122,6 +194,8 @@ int train(const Recipe& recipe, comm::MpiSession& mpi) {
     return fail(problem.empty() ? "data.paths: another rank could not read the corpus" : problem);
 
   auto comms = comm::make_mpi_site_comms(recipe.topology.sites);
+  for (comm::Communicator* c : {comms.world.get(), comms.site.get(), comms.leaders.get()})
+    if (c) c->set_watchdog(&watchdog);
   const auto& topo = comms.topology;
   const std::int64_t total_steps = static_cast<std::int64_t>(recipe.outer.rounds) * recipe.sync.H;
   outer::CommReplicaGroup group(*comms.site);
@@ -144,8 +218,30 @@ int train(const Recipe& recipe, comm::MpiSession& mpi) {
                                                  exchange_options(recipe));
     outer_opt = outer::make_outer_optimizer(recipe.outer, inner_loop->num_params());
   }
+  outer::CheckpointConfig checkpoint;
+  checkpoint.dir = recipe.checkpoint_dir();
+  checkpoint.every = recipe.checkpoint.every;
+  checkpoint.keep = recipe.checkpoint.keep;
+  checkpoint.recipe_toml = to_toml(recipe);
+  checkpoint.model_signature = model_signature(recipe, inner_loop->num_params());
+  outer::FaultConfig faults;
+  faults.nan_site = recipe.debug.nan_site;
+  faults.nan_round = recipe.debug.nan_round;
   outer::Trainer trainer(comms, *inner_loop, std::move(exchange), std::move(outer_opt), recipe.outer, recipe.sync,
-                         recipe.metrics);
+                         recipe.metrics, checkpoint, faults);
+
+  const std::string resume_path = choose_resume(recipe, resume, *comms.world);
+  int resumed_round = 0;
+  if (!resume_path.empty()) {
+    trainer.restore(resume_path);
+    resumed_round = outer::CheckpointStore::round_of(resume_path);
+    if (root) std::printf("resuming from %s (round %d)\n", resume_path.c_str(), resumed_round);
+  }
+  if (root) {
+    const std::string metrics_path = recipe.run.out_dir + "/metrics.jsonl";
+    if (resumed_round > 0) trim_metrics(metrics_path, resumed_round);
+    log = std::make_unique<MetricsLog>(metrics_path, resumed_round > 0);
+  }
 
   if (root) {
     std::ostringstream sizes;
@@ -165,31 +261,57 @@ int train(const Recipe& recipe, comm::MpiSession& mpi) {
   const bool live = root && isatty(STDOUT_FILENO) && term && std::string(term) != "dumb";
   auto last_update = std::chrono::steady_clock::now() - std::chrono::seconds(1);
   outer::Trainer::Hooks hooks;
-  if (live)
-    hooks.on_step = [&](int round, int step, double loss) {
-      const auto now = std::chrono::steady_clock::now();
-      if (now - last_update < std::chrono::milliseconds(250) && step + 1 != recipe.sync.H) return;
-      last_update = now;
-      std::printf("\rround %4d/%-4d step %5d/%-5d loss %6.3f", round, recipe.outer.rounds, step + 1, recipe.sync.H, loss);
-      std::fflush(stdout);
-    };
-  if (root)
-    hooks.on_round = [&](const outer::RoundMetrics& m) {
+  const auto& debug = recipe.debug;
+  hooks.on_step = [&](int round, int step, double loss) {
+    // Test-only faults, on the real process: a rank that dies or freezes.
+    const std::int64_t global_step = static_cast<std::int64_t>(round - 1) * recipe.sync.H + step + 1;
+    if (debug.exit_rank == mpi.world_rank() && debug.exit_step == global_step) {
+      std::fprintf(stderr, "diloco: rank %d: [debug] exiting at inner step %lld\n", mpi.world_rank(),
+                   static_cast<long long>(global_step));
+      std::_Exit(1);
+    }
+    if (debug.freeze_rank == mpi.world_rank() && debug.freeze_step == global_step) {
+      std::fprintf(stderr, "diloco: rank %d: [debug] freezing at inner step %lld\n", mpi.world_rank(),
+                   static_cast<long long>(global_step));
+      std::raise(SIGSTOP);
+    }
+    if (!live) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_update < std::chrono::milliseconds(250) && step + 1 != recipe.sync.H) return;
+    last_update = now;
+    std::printf("\rround %4d/%-4d step %5d/%-5d loss %6.3f", round, recipe.outer.rounds, step + 1, recipe.sync.H, loss);
+    std::fflush(stdout);
+  };
+  hooks.on_round = [&](const outer::RoundMetrics& m) {
+    watchdog.set_timeout(recipe.timeouts.timeout_s);  // start-up is over
+    if (root) {
       log->write(m);
       std::printf("%s%s\n", live ? "\r\033[K" : "", round_line(m, recipe.outer.rounds).c_str());
+      for (const auto& e : m.excluded)
+        std::printf("  site %d left out of round %d: %s\n", e.site, m.round, outer::to_string(e.reason));
       std::fflush(stdout);
-    };
+    }
+  };
+  install_stop_handlers();
+  hooks.stop_requested = [] { return g_stop_signal != 0; };
   const auto summary = trainer.run(hooks);
   if (root) print_summary(summary, topo.num_sites, topo.world_size);
+  if (root && summary.stopped)
+    std::printf("stopped by a signal after round %d; checkpoint in %s (continue with --resume auto)\n",
+                summary.rounds, recipe.checkpoint_dir().c_str());
   return 0;
 }
 
 }  // namespace
 
-int run_train(const Recipe& recipe, int* argc, char*** argv) {
+int run_train(const Recipe& recipe, const std::string& resume, int* argc, char*** argv) {
   comm::MpiSession mpi(argc, argv);
   try {
-    return train(recipe, mpi);
+    return train(recipe, resume, mpi);
+  } catch (const outer::CheckpointError& e) {
+    // Raised on every rank alike (the outcome is agreed), so no abort is needed.
+    if (mpi.world_rank() == 0) std::cerr << "diloco: error: checkpoint: " << e.what() << std::endl;
+    return 2;
   } catch (const comm::CommError& e) {
     std::cerr << "diloco: communication error: " << e.what() << std::endl;
     comm::MpiSession::abort(3);

@@ -1,6 +1,8 @@
 // `diloco train`: runs a recipe under MPI (mpirun or srun launch every rank).
 #pragma once
 
+#include <string>
+
 #include "app/recipe.h"
 
 namespace diloco::app {
@@ -8,6 +10,8 @@ namespace diloco::app {
 // Returns the process exit code. Errors every rank sees alike (bad recipe for
 // this world size, missing data) end all ranks cleanly with 2; an error seen by
 // one rank aborts the whole job so no peer waits forever.
-int run_train(const Recipe& recipe, int* argc, char*** argv);
+// `resume` is "none", "auto" (newest checkpoint that verifies, falling back to
+// older ones) or a checkpoint folder.
+int run_train(const Recipe& recipe, const std::string& resume, int* argc, char*** argv);
 
 }  // namespace diloco::app

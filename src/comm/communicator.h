@@ -8,6 +8,8 @@
 #include <span>
 #include <vector>
 
+#include "comm/watchdog.h"
+
 namespace diloco::comm {
 
 // Handle of a non-blocking operation. wait() returns once the buffers passed
@@ -57,8 +59,12 @@ class Communicator {
 
   const Traffic& traffic() const { return traffic_; }
 
+  // Every blocking call is then timed by `watchdog` (nullptr: untimed).
+  void set_watchdog(Watchdog* watchdog) { watchdog_ = watchdog; }
+
  protected:
   Traffic traffic_;
+  Watchdog* watchdog_ = nullptr;
 };
 
 // Helpers for typed buffers over the byte interface.

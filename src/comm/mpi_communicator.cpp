@@ -38,18 +38,21 @@ void all_reduce_chunks(MPI_Comm comm, std::span<T> data) {
 
 class MpiWork final : public Work {
  public:
-  explicit MpiWork(std::vector<MPI_Request> requests) : requests_(std::move(requests)) {}
+  MpiWork(std::vector<MPI_Request> requests, Watchdog* watchdog)
+      : requests_(std::move(requests)), watchdog_(watchdog) {}
   ~MpiWork() override {
     if (!requests_.empty()) MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
   }
   void wait() override {
     if (requests_.empty()) return;
+    Watchdog::Guard guard(watchdog_, "all-reduce (async)");
     DILOCO_MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
     requests_.clear();
   }
 
  private:
   std::vector<MPI_Request> requests_;
+  Watchdog* watchdog_;
 };
 
 }  // namespace
@@ -118,12 +121,14 @@ void MpiCommunicator::count_all_reduce(std::size_t bytes) {
 
 void MpiCommunicator::all_reduce_sum(std::span<float> data) {
   if (size_ == 1) return;
+  Watchdog::Guard guard(watchdog_, "all-reduce");
   all_reduce_chunks(comm_, data);
   count_all_reduce(data.size_bytes());
 }
 
 void MpiCommunicator::all_reduce_sum(std::span<double> data) {
   if (size_ == 1) return;
+  Watchdog::Guard guard(watchdog_, "all-reduce");
   all_reduce_chunks(comm_, data);
   count_all_reduce(data.size_bytes());
 }
@@ -139,11 +144,12 @@ std::unique_ptr<Work> MpiCommunicator::all_reduce_sum_async(std::span<float> dat
     }
     count_all_reduce(data.size_bytes());
   }
-  return std::make_unique<MpiWork>(std::move(requests));
+  return std::make_unique<MpiWork>(std::move(requests), watchdog_);
 }
 
 void MpiCommunicator::broadcast(std::span<std::byte> data, int root) {
   if (size_ == 1) return;
+  Watchdog::Guard guard(watchdog_, "broadcast");
   for (std::size_t off = 0; off < data.size(); off += kMaxChunk) {
     const int n = static_cast<int>(std::min(kMaxChunk, data.size() - off));
     DILOCO_MPI_CHECK(MPI_Bcast(data.data() + off, n, MPI_BYTE, root, comm_));
@@ -160,6 +166,7 @@ std::vector<std::vector<std::byte>> MpiCommunicator::all_gather(std::span<const 
   }
   if (mine.size() > static_cast<std::size_t>(INT_MAX))
     throw CommError("all_gather: buffer of " + std::to_string(mine.size()) + " bytes exceeds the MPI count limit", current_world_rank());
+  Watchdog::Guard guard(watchdog_, "all-gather");
   long long my_len = static_cast<long long>(mine.size());
   std::vector<long long> lengths(size_);
   DILOCO_MPI_CHECK(MPI_Allgather(&my_len, 1, MPI_LONG_LONG, lengths.data(), 1, MPI_LONG_LONG, comm_));
@@ -187,6 +194,7 @@ std::vector<std::byte> MpiCommunicator::send_recv(std::span<const std::byte> dat
   if (data.size() > static_cast<std::size_t>(INT_MAX))
     throw CommError("send_recv: message of " + std::to_string(data.size()) + " bytes exceeds the MPI count limit",
                     current_world_rank());
+  Watchdog::Guard guard(watchdog_, "ring exchange");
   MPI_Request request;
   DILOCO_MPI_CHECK(MPI_Isend(data.data(), static_cast<int>(data.size()), MPI_BYTE, dest, tag, comm_, &request));
   MPI_Status status;
@@ -202,6 +210,7 @@ std::vector<std::byte> MpiCommunicator::send_recv(std::span<const std::byte> dat
 }
 
 void MpiCommunicator::send(std::span<const std::byte> data, int dest, int tag) {
+  Watchdog::Guard guard(watchdog_, "send");
   for (std::size_t off = 0; off < data.size() || off == 0; off += kMaxChunk) {
     const int n = static_cast<int>(std::min(kMaxChunk, data.size() - off));
     DILOCO_MPI_CHECK(MPI_Send(data.data() + off, n, MPI_BYTE, dest, tag, comm_));
@@ -212,6 +221,7 @@ void MpiCommunicator::send(std::span<const std::byte> data, int dest, int tag) {
 }
 
 void MpiCommunicator::recv(std::span<std::byte> data, int source, int tag) {
+  Watchdog::Guard guard(watchdog_, "receive");
   for (std::size_t off = 0; off < data.size() || off == 0; off += kMaxChunk) {
     const int n = static_cast<int>(std::min(kMaxChunk, data.size() - off));
     MPI_Status status;
@@ -227,6 +237,7 @@ void MpiCommunicator::recv(std::span<std::byte> data, int source, int tag) {
 
 void MpiCommunicator::barrier() {
   if (size_ == 1) return;
+  Watchdog::Guard guard(watchdog_, "barrier");
   DILOCO_MPI_CHECK(MPI_Barrier(comm_));
 }
 

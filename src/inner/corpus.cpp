@@ -54,13 +54,18 @@ Corpus Corpus::load(const std::vector<std::string>& paths, double eval_fraction,
       }
     } else if (fs::is_regular_file(path, ec)) {
       auto content = read_file(path);
+      if (content.empty()) throw DataError("data file " + p + " is empty");
       bytes.insert(bytes.end(), content.begin(), content.end());
       ++files;
     } else {
       throw DataError("data path " + p + " does not exist");
     }
   }
-  if (files == 0) throw DataError("no plain-text files under the data paths");
+  if (files == 0) {
+    std::string list;
+    for (const auto& p : paths) list += (list.empty() ? "" : ", ") + p;
+    throw DataError("no plain-text files under " + list);
+  }
   Corpus c = from_bytes(std::move(bytes), eval_fraction, min_bytes);
   c.files_ = files;
   return c;

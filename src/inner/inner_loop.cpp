@@ -2,6 +2,8 @@
 #include "inner/inner_loop.h"
 
 #include <chrono>
+#include <limits>
+#include <sstream>
 #include <cmath>
 
 #include "inner/gpt.h"
@@ -59,6 +61,8 @@ struct InnerLoop::Impl {
     num_params = static_cast<std::size_t>(total);
   }
 
+  // Returns the step's mean loss over the group; a non-finite loss or
+  // gradient skips the update (the caller stops the round).
   double train_step() {
     sampler.train_batch(step, batch);
     const auto B = sampler.batch_size();
@@ -78,12 +82,14 @@ struct InnerLoop::Impl {
       flat_grads.div_(static_cast<float>(group.size()));
     }
     const double mean_loss = g[num_params];
-
-    if (optim.grad_clip > 0.0) {
-      auto grads = flat_grads.narrow(0, 0, static_cast<std::int64_t>(num_params));
-      const double norm = grads.norm().item<double>();
-      if (norm > optim.grad_clip) grads.mul_(optim.grad_clip / (norm + 1e-6));
+    auto grads = flat_grads.narrow(0, 0, static_cast<std::int64_t>(num_params));
+    const double norm = grads.norm().item<double>();
+    // Every replica sees the same averaged values, so all skip together.
+    if (!std::isfinite(mean_loss) || !std::isfinite(norm)) {
+      ++step;  // the next attempt draws the next batch
+      return std::numeric_limits<double>::quiet_NaN();
     }
+    if (optim.grad_clip > 0.0 && norm > optim.grad_clip) grads.mul_(optim.grad_clip / (norm + 1e-6));
     const double lr = schedule.at(step);
     for (auto& pg : optimizer->param_groups()) static_cast<torch::optim::AdamWOptions&>(pg.options()).lr(lr);
     optimizer->step();
@@ -118,12 +124,16 @@ InnerStats InnerLoop::run(int steps, const std::function<void(int, double)>& on_
   impl_->model->train();
   for (int i = 0; i < steps; ++i) {
     const double loss = impl_->train_step();
+    if (!std::isfinite(loss)) {
+      stats.diverged = true;
+      break;
+    }
     loss_sum += loss;
     ++stats.steps;
     if (on_step) on_step(i, loss);
   }
-  stats.mean_loss = steps > 0 ? loss_sum / steps : 0.0;
-  stats.tokens = static_cast<std::int64_t>(steps) * impl_->sampler.batch_size() * impl_->sampler.seq_len() *
+  stats.mean_loss = stats.steps > 0 ? loss_sum / stats.steps : 0.0;
+  stats.tokens = static_cast<std::int64_t>(stats.steps) * impl_->sampler.batch_size() * impl_->sampler.seq_len() *
                  impl_->group.size();
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
@@ -156,6 +166,35 @@ std::span<float> InnerLoop::params() {
 std::size_t InnerLoop::num_params() const { return impl_->num_params; }
 
 std::int64_t InnerLoop::step() const { return impl_->step; }
+
+std::string InnerLoop::save_state() const {
+  torch::serialize::OutputArchive archive;
+  impl_->optimizer->save(archive);
+  archive.write("step", torch::tensor(static_cast<std::int64_t>(impl_->step)));
+  archive.write("num_params", torch::tensor(static_cast<std::int64_t>(impl_->num_params)));
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+void InnerLoop::load_state(const std::string& bytes) {
+  try {
+    torch::serialize::InputArchive archive;
+    std::istringstream in(bytes);
+    archive.load_from(in);
+    torch::Tensor step;
+    torch::Tensor count;
+    archive.read("num_params", count);
+    if (count.item<std::int64_t>() != static_cast<std::int64_t>(impl_->num_params))
+      throw std::runtime_error("inner state is for " + std::to_string(count.item<std::int64_t>()) +
+                               " parameters, this model has " + std::to_string(impl_->num_params));
+    archive.read("step", step);
+    impl_->optimizer->load(archive);
+    impl_->step = step.item<std::int64_t>();
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(std::string("inner optimizer state does not fit this model: ") + e.what_without_backtrace());
+  }
+}
 
 }  // namespace diloco::inner
 

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "inner/corpus.h"
 #include "inner/model_config.h"
@@ -50,6 +51,9 @@ struct InnerStats {
   double mean_loss = 0.0;      // training loss averaged over steps and replicas
   std::int64_t tokens = 0;     // tokens the whole group processed
   double seconds = 0.0;
+  // The loss or gradient became non-finite: the loop stopped before applying
+  // that step, so parameters and optimizer state are still finite.
+  bool diverged = false;
 };
 
 class InnerLoop {
@@ -73,6 +77,11 @@ class InnerLoop {
   std::span<float> params();
   std::size_t num_params() const;
   std::int64_t step() const;  // inner steps taken so far
+
+  // The optimizer state and step counter, as bytes (a checkpoint). load_state
+  // throws std::runtime_error when the bytes do not fit this model.
+  std::string save_state() const;
+  void load_state(const std::string& bytes);
 
  private:
   struct Impl;

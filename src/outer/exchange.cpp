@@ -35,6 +35,15 @@ std::span<const float> Exchange::residual() const {
   return feedback_ ? feedback_->residual() : std::span<const float>{};
 }
 
+void Exchange::set_residual(std::span<const float> residual) {
+  if (residual.empty()) {
+    feedback_.reset();
+    return;
+  }
+  feedback_.emplace(residual.size(), options_.error_feedback_decay);
+  feedback_->set_residual(residual);
+}
+
 ExchangeAlgorithm Exchange::choose(std::size_t count) const {
   if (options_.algorithm != ExchangeAlgorithm::kAuto) return options_.algorithm;
   const auto n = static_cast<std::size_t>(leaders_.size());
@@ -44,14 +53,62 @@ ExchangeAlgorithm Exchange::choose(std::size_t count) const {
   return ring_bytes < gather_bytes ? ExchangeAlgorithm::kRing : ExchangeAlgorithm::kAllGather;
 }
 
-std::vector<double> Exchange::gather_weights(double weight, bool usable) {
-  const double mine = usable && std::isfinite(weight) && weight > 0.0 ? weight : 0.0;
-  auto raw = leaders_.all_gather(std::as_bytes(std::span<const double>(&mine, 1)));
-  std::vector<double> weights(raw.size());
+const char* to_string(Exclusion reason) {
+  switch (reason) {
+    case Exclusion::kNonFinite: return "non-finite";
+    case Exclusion::kDiverged: return "diverged";
+    case Exclusion::kOutlier: return "outlier";
+  }
+  return "unknown";
+}
+
+// Every site learns every site's weight, update norm and health, and applies
+// the same rules, so all agree on who sits the round out without a vote.
+std::vector<double> Exchange::agree_weights(std::span<const float> delta, double weight, bool diverged,
+                                            std::vector<ExcludedSite>& excluded) {
+  struct Report {
+    double weight;
+    double norm;
+    double status;  // 0 usable, 1 non-finite, 2 diverged
+  };
+  Report mine{weight, 0.0, 0.0};
+  if (diverged) {
+    mine.status = 2.0;
+  } else if (!compression::all_finite(delta) || !std::isfinite(weight) || weight <= 0.0) {
+    mine.status = 1.0;
+  } else {
+    double sum = 0.0;
+    for (float v : delta) sum += double(v) * v;
+    mine.norm = std::sqrt(sum);
+  }
+  auto raw = leaders_.all_gather(std::as_bytes(std::span<const Report>(&mine, 1)));
+  std::vector<Report> reports(raw.size());
   for (std::size_t s = 0; s < raw.size(); ++s) {
-    if (raw[s].size() != sizeof(double))
-      throw ExchangeError("site " + std::to_string(s) + " sent a malformed weight", static_cast<int>(s));
-    std::memcpy(&weights[s], raw[s].data(), sizeof(double));
+    if (raw[s].size() != sizeof(Report))
+      throw ExchangeError("site " + std::to_string(s) + " sent a malformed report", static_cast<int>(s));
+    std::memcpy(&reports[s], raw[s].data(), sizeof(Report));
+  }
+  std::vector<double> weights(reports.size(), 0.0);
+  for (std::size_t s = 0; s < reports.size(); ++s) {
+    const auto& r = reports[s];
+    if (r.status != 0.0) {
+      excluded.push_back({static_cast<int>(s), r.status == 2.0 ? Exclusion::kDiverged : Exclusion::kNonFinite});
+      continue;
+    }
+    if (options_.max_norm_ratio > 0.0) {
+      std::vector<double> others;
+      for (std::size_t o = 0; o < reports.size(); ++o)
+        if (o != s && reports[o].status == 0.0) others.push_back(reports[o].norm);
+      if (!others.empty()) {
+        std::nth_element(others.begin(), others.begin() + others.size() / 2, others.end());
+        const double median = others[others.size() / 2];
+        if (r.norm > options_.max_norm_ratio * median) {
+          excluded.push_back({static_cast<int>(s), Exclusion::kOutlier});
+          continue;
+        }
+      }
+    }
+    weights[s] = r.weight;
   }
   return weights;
 }
@@ -64,21 +121,17 @@ void Exchange::decode_into(std::span<const std::byte> payload, std::span<float> 
                         site);
 }
 
-ExchangeStats Exchange::average(std::span<float> delta, double weight, std::int64_t round) {
+ExchangeStats Exchange::average(std::span<float> delta, double weight, std::int64_t round, bool diverged) {
   const auto start = std::chrono::steady_clock::now();
   const auto sent_before = leaders_.traffic().bytes_sent;
   ExchangeStats stats;
   const int me = leaders_.rank();
   const std::uint64_t seed = mix(mix(options_.seed ^ static_cast<std::uint64_t>(round)) ^ static_cast<std::uint64_t>(me));
 
-  // A site whose pseudo-gradient holds NaN or infinity sits this round out.
-  const auto weights = gather_weights(weight, compression::all_finite(delta));
+  const auto weights = agree_weights(delta, weight, diverged, stats.excluded);
   double total = 0.0;
-  for (std::size_t s = 0; s < weights.size(); ++s) {
-    if (weights[s] > 0.0) total += weights[s];
-    else stats.excluded_sites.push_back(static_cast<int>(s));
-  }
-  if (total <= 0.0) throw ExchangeError("no site has a finite pseudo-gradient this round", -1);
+  for (double w : weights) total += w;
+  if (total <= 0.0) throw ExchangeError("no site has a usable pseudo-gradient this round", -1);
   std::vector<float> shares(weights.size());
   for (std::size_t s = 0; s < weights.size(); ++s) shares[s] = static_cast<float>(weights[s] / total);
 

@@ -37,17 +37,33 @@ enum class ExchangeAlgorithm {
   kRing,
 };
 
+// Why a site sits a round out.
+enum class Exclusion {
+  kNonFinite,  // its pseudo-gradient holds NaN or infinity
+  kDiverged,   // its training loss became non-finite; it restarts from the global params
+  kOutlier,    // its pseudo-gradient norm is beyond max_norm_ratio times the median of the others
+};
+
+const char* to_string(Exclusion reason);
+
+struct ExcludedSite {
+  int site = 0;
+  Exclusion reason = Exclusion::kNonFinite;
+  bool operator==(const ExcludedSite&) const = default;
+};
+
 struct ExchangeOptions {
   ExchangeAlgorithm algorithm = ExchangeAlgorithm::kAuto;
   bool error_feedback = false;
   float error_feedback_decay = 1.0f;
   std::uint64_t seed = 0;  // stochastic rounding
+  double max_norm_ratio = 0.0;  // 0: no outlier check
 };
 
 struct ExchangeStats {
   std::uint64_t payload_bytes = 0;   // bytes this leader sent in this exchange
   ExchangeAlgorithm algorithm = ExchangeAlgorithm::kAllGather;
-  std::vector<int> excluded_sites;   // sites whose pseudo-gradient was not finite
+  std::vector<ExcludedSite> excluded;  // sites left out of this round, in site order
   double seconds = 0.0;
 };
 
@@ -55,10 +71,11 @@ class Exchange {
  public:
   Exchange(comm::Communicator& leaders, std::unique_ptr<compression::Codec> codec, ExchangeOptions options = {});
 
-  // Replaces `delta` with sum_i w_i * delta_i / sum_i w_i over all sites whose
-  // delta is finite, where w_i is each site's `weight` (tokens this round).
-  // `round` makes stochastic rounding differ between rounds.
-  ExchangeStats average(std::span<float> delta, double weight, std::int64_t round = 0);
+  // Replaces `delta` with sum_i w_i * delta_i / sum_i w_i over the sites that
+  // are not excluded, where w_i is each site's `weight` (tokens this round).
+  // `round` makes stochastic rounding differ between rounds. A site passes
+  // diverged = true when its training loss went non-finite.
+  ExchangeStats average(std::span<float> delta, double weight, std::int64_t round = 0, bool diverged = false);
 
   // The algorithm `kAuto` picks for `count` elements on this many sites.
   ExchangeAlgorithm choose(std::size_t count) const;
@@ -66,9 +83,12 @@ class Exchange {
   const compression::Codec& codec() const { return *codec_; }
   // What error feedback holds back (empty when it is off).
   std::span<const float> residual() const;
+  // Restores a residual saved from residual() (a checkpoint); empty clears it.
+  void set_residual(std::span<const float> residual);
 
  private:
-  std::vector<double> gather_weights(double weight, bool usable);
+  std::vector<double> agree_weights(std::span<const float> delta, double weight, bool diverged,
+                                    std::vector<ExcludedSite>& excluded);
   void all_gather_average(std::span<float> delta, const std::vector<float>& shares, std::uint64_t seed);
   void ring_average(std::span<float> delta, const std::vector<float>& shares, std::uint64_t seed);
   void decode_into(std::span<const std::byte> payload, std::span<float> acc, float weight, int site) const;

@@ -2,6 +2,10 @@
 // CPU whatever device trains (OpenDiLoCo keeps outer state off the GPU).
 #include "outer/outer_optimizer.h"
 
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
 namespace diloco::outer {
 namespace {
 
@@ -38,6 +42,15 @@ class MomentumSgd final : public OuterOptimizer {
   }
 
   std::span<const float> state() const override { return buffer_; }
+  bool started() const override { return started_; }
+
+  void load_state(std::span<const float> state, bool started) override {
+    if (state.size() != buffer_.size())
+      throw std::invalid_argument("outer optimizer state holds " + std::to_string(state.size()) + " values, expected " +
+                                  std::to_string(buffer_.size()));
+    std::copy(state.begin(), state.end(), buffer_.begin());
+    started_ = started;
+  }
 
  private:
   float lr_;

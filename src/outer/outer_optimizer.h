@@ -27,6 +27,11 @@ class OuterOptimizer {
   virtual void step(std::span<float> global, std::span<const float> pseudo_gradient) = 0;
   // Optimizer state (momentum buffer), empty when it keeps none.
   virtual std::span<const float> state() const = 0;
+  // Whether a step has been taken (the first step initializes the momentum).
+  virtual bool started() const = 0;
+  // Restores what state() and started() returned; throws std::invalid_argument
+  // when the size does not match.
+  virtual void load_state(std::span<const float> state, bool started) = 0;
 };
 
 // Momentum follows PyTorch's SGD: buf = m*buf + g (buf = g on the first step);

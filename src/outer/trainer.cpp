@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
 #include "outer/pseudo_gradient.h"
@@ -20,14 +21,16 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 Trainer::Trainer(comm::SiteComms& comms, inner::InnerLoop& inner, std::unique_ptr<Exchange> exchange,
                  std::unique_ptr<OuterOptimizer> outer, const OuterConfig& outer_config,
-                 const SyncConfig& sync, const EvalConfig& eval)
+                 const SyncConfig& sync, const EvalConfig& eval, CheckpointConfig checkpoint, FaultConfig faults)
     : comms_(comms),
       inner_(inner),
       exchange_(std::move(exchange)),
       outer_(std::move(outer)),
       outer_config_(outer_config),
       sync_(sync),
-      eval_(eval) {
+      eval_(eval),
+      checkpoint_(std::move(checkpoint)),
+      faults_(faults) {
   if (comms_.topology.is_leader() && (!exchange_ || !outer_ || !comms_.leaders))
     throw std::invalid_argument("a site leader needs an exchange, an outer optimizer and the leaders communicator");
 }
@@ -35,20 +38,23 @@ Trainer::Trainer(comm::SiteComms& comms, inner::InnerLoop& inner, std::unique_pt
 RunSummary Trainer::run(const Hooks& hooks) {
   const auto start = std::chrono::steady_clock::now();
   RunSummary summary;
-  RoundMetrics metrics;
+  RoundMetrics metrics = restored_;
   metrics.H = sync_.H;
+  const double wall_before = metrics.wall_s;  // time spent before a resume
 
-  // Every rank built the same initial model from the shared seed; the leader
-  // still broadcasts it so a site can never start from different weights.
+  // Every rank built the same initial model from the shared seed (or loaded
+  // the same checkpoint); the leader still broadcasts so a site never starts
+  // from different weights.
   adopt_global();
   if (comms_.topology.is_leader()) {
     auto local = inner_.params();
     global_.assign(local.begin(), local.end());
     delta_.resize(global_.size());
   }
-  summary.initial_eval_loss = inner_.eval_loss(eval_.windows);
+  summary.resumed_from = start_round_;
+  summary.initial_eval_loss = start_round_ > 0 ? restored_initial_eval_ : inner_.eval_loss(eval_.windows);
 
-  for (int round = 1; round <= outer_config_.rounds; ++round) {
+  for (int round = start_round_ + 1; round <= outer_config_.rounds; ++round) {
     metrics.round = round;
     const auto stats = inner_.run(sync_.H, [&](int step, double loss) {
       if (hooks.on_step) hooks.on_step(round, step, loss);
@@ -63,33 +69,55 @@ RunSummary Trainer::run(const Hooks& hooks) {
     const bool last = round == outer_config_.rounds;
     metrics.eval_loss.reset();
     if (last || round % eval_.every == 0) metrics.eval_loss = inner_.eval_loss(eval_.windows);
-    metrics.wall_s = seconds_since(start);
+    metrics.wall_s = wall_before + seconds_since(start);
     if (hooks.on_round) hooks.on_round(metrics);
+
+    const bool stop = !last && agree_stop(hooks);
+    const bool due = checkpoint_.every > 0 && (round % checkpoint_.every == 0 || last);
+    if (!checkpoint_.dir.empty() && (due || stop)) save_checkpoint(round, metrics, summary.initial_eval_loss);
+    summary.rounds = round;
+    if (stop) {
+      summary.stopped = true;
+      break;
+    }
   }
 
-  summary.rounds = outer_config_.rounds;
   summary.inner_steps = inner_.step();
   summary.final_eval_loss = metrics.eval_loss.value_or(summary.initial_eval_loss);
   summary.bytes_sent = metrics.bytes_sent;
-  summary.wall_s = seconds_since(start);
+  summary.wall_s = wall_before + seconds_since(start);
   return summary;
+}
+
+bool Trainer::agree_stop(const Hooks& hooks) {
+  double votes = hooks.stop_requested && hooks.stop_requested() ? 1.0 : 0.0;
+  comms_.world->all_reduce_sum(std::span<double>(&votes, 1));
+  return votes > 0.0;
 }
 
 void Trainer::outer_step(const inner::InnerStats& stats, RoundMetrics& metrics) {
   auto local = inner_.params();
   compute_pseudo_gradient(global_, local, delta_);
-  const auto exchanged = exchange_->average(delta_, static_cast<double>(stats.tokens), metrics.round);
-  metrics.excluded_sites = exchanged.excluded_sites;
+  if (faults_.nan_site == comms_.topology.site && faults_.nan_round == metrics.round && !delta_.empty())
+    delta_[0] = std::numeric_limits<float>::quiet_NaN();
+  const auto exchanged = exchange_->average(delta_, static_cast<double>(stats.tokens), metrics.round, stats.diverged);
+  metrics.excluded = exchanged.excluded;
+  metrics.excluded_total += static_cast<std::int64_t>(exchanged.excluded.size());
   outer_->step(global_, delta_);
   std::memcpy(local.data(), global_.data(), global_.size() * sizeof(float));
 
   // Leaders share what rank 0 reports: loss, tokens and bytes sent so far.
   comm::Communicator& leaders = *comms_.leaders;
-  const bool excluded = std::find(metrics.excluded_sites.begin(), metrics.excluded_sites.end(),
-                                  comms_.topology.site) != metrics.excluded_sites.end();
+  const bool excluded = std::any_of(metrics.excluded.begin(), metrics.excluded.end(),
+                                    [&](const ExcludedSite& e) { return e.site == comms_.topology.site; });
   SiteReport mine{excluded ? 0.0 : stats.mean_loss, excluded ? 0.0 : static_cast<double>(stats.tokens),
                   static_cast<double>(leaders.traffic().bytes_sent)};
+  const auto before_report = leaders.traffic().bytes_sent;
   auto reports = leaders.all_gather(std::as_bytes(std::span<const SiteReport>(&mine, 1)));
+  // Every leader sends the same-sized report, so this one's cost times the
+  // number of sites completes the count (and a resumed run counts the same).
+  const double report_bytes = static_cast<double>(leaders.traffic().bytes_sent - before_report) *
+                              static_cast<double>(reports.size());
   double loss_weighted = 0.0;
   double tokens = 0.0;
   double bytes = 0.0;
@@ -103,7 +131,7 @@ void Trainer::outer_step(const inner::InnerStats& stats, RoundMetrics& metrics) 
   }
   metrics.train_loss = tokens > 0 ? loss_weighted / tokens : 0.0;
   metrics.tokens += static_cast<std::int64_t>(tokens);
-  metrics.bytes_sent = static_cast<std::uint64_t>(bytes);
+  metrics.bytes_sent = restored_.bytes_sent + static_cast<std::uint64_t>(bytes + report_bytes);
 }
 
 // Every rank of the site takes the leader's parameters (the new global ones).

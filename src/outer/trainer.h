@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "comm/topology.h"
@@ -17,6 +18,12 @@ namespace diloco::outer {
 
 struct SyncConfig {
   int H = 50;  // inner steps per round
+};
+
+// Test-only fault injection ([debug] in a recipe), on real code paths.
+struct FaultConfig {
+  int nan_site = -1;   // this site's pseudo-gradient becomes NaN...
+  int nan_round = 0;   // ...in this round
 };
 
 struct EvalConfig {
@@ -35,7 +42,16 @@ struct RoundMetrics {
   double wall_s = 0.0;
   double compute_s = 0.0;         // inner steps, cumulative
   double comm_s = 0.0;            // exchange, outer step and adoption, cumulative
-  std::vector<int> excluded_sites;  // sites left out of this round's average (non-finite)
+  std::vector<ExcludedSite> excluded;  // sites left out of this round's average, with why
+  std::int64_t excluded_total = 0;     // cumulative count of exclusions
+};
+
+struct CheckpointConfig {
+  std::string dir;          // empty: no checkpoints
+  int every = 0;            // rounds between checkpoints; 0 writes only on a stop request
+  int keep = 3;
+  std::string recipe_toml;  // saved beside the state, for inspection
+  std::string model_signature;  // a checkpoint for another model is refused
 };
 
 struct RunSummary {
@@ -45,6 +61,8 @@ struct RunSummary {
   std::int64_t inner_steps = 0;   // per site
   std::uint64_t bytes_sent = 0;
   double wall_s = 0.0;
+  bool stopped = false;           // a stop request ended the run early
+  int resumed_from = 0;           // round of the checkpoint resumed from, 0 if fresh
 };
 
 // Adapts a site communicator to the inner loop's replica group.
@@ -65,12 +83,22 @@ class Trainer {
   struct Hooks {
     std::function<void(const RoundMetrics&)> on_round;      // every rank, after each round
     std::function<void(int round, int step, double loss)> on_step;  // every rank, inner steps
+    // Polled at each round boundary on every rank; if any rank says yes, all
+    // ranks checkpoint and stop together.
+    std::function<bool()> stop_requested;
   };
 
   // `exchange` and `outer` are required on site leaders and ignored elsewhere.
   Trainer(comm::SiteComms& comms, inner::InnerLoop& inner, std::unique_ptr<Exchange> exchange,
           std::unique_ptr<OuterOptimizer> outer, const OuterConfig& outer_config,
-          const SyncConfig& sync, const EvalConfig& eval);
+          const SyncConfig& sync, const EvalConfig& eval, CheckpointConfig checkpoint = {}, FaultConfig faults = {});
+
+  // Loads a checkpoint folder (every rank, before run()); throws CheckpointError.
+  void restore(const std::string& path);
+
+  // What a checkpoint folder holds, as lines of text; throws CheckpointError
+  // when its global state cannot be read.
+  static std::string describe_checkpoint(const std::string& path);
 
   RunSummary run(const Hooks& hooks);
 
@@ -86,6 +114,8 @@ class Trainer {
 
   void outer_step(const inner::InnerStats& stats, RoundMetrics& metrics);
   void adopt_global();
+  bool agree_stop(const Hooks& hooks);
+  void save_checkpoint(int round, const RoundMetrics& metrics, double initial_eval_loss);
 
   comm::SiteComms& comms_;
   inner::InnerLoop& inner_;
@@ -94,6 +124,11 @@ class Trainer {
   OuterConfig outer_config_;
   SyncConfig sync_;
   EvalConfig eval_;
+  CheckpointConfig checkpoint_;
+  FaultConfig faults_;
+  int start_round_ = 0;
+  RoundMetrics restored_;
+  double restored_initial_eval_ = 0.0;
   std::vector<float> global_;
   std::vector<float> delta_;
 };

@@ -30,6 +30,16 @@ expect_exit 2 "topology.sites = 3 needs at least that many ranks" "mpirun sites 
 # A data path that does not exist is bad input too.
 expect_exit 2 "data.paths" "mpirun missing corpus" -- \
   mpi 2 "$DILOCO_BIN" train recipes/quickstart.toml --set 'data.paths=["/nonexistent/corpus"]' --out "$WORK/run3"
+# Empty data file, a folder without text, an output folder that cannot be made.
+: > "$WORK/empty.txt"
+expect_exit 2 "data file $WORK/empty.txt is empty" "empty data file" -- \
+  mpi 2 "$DILOCO_BIN" train recipes/quickstart.toml --set "data.paths=[\"$WORK/empty.txt\"]" --out "$WORK/run4"
+mkdir -p "$WORK/binary_only"; printf '\0\1\2' > "$WORK/binary_only/x.dat"
+expect_exit 2 "no plain-text files under $WORK/binary_only" "folder without text" -- \
+  mpi 2 "$DILOCO_BIN" train recipes/quickstart.toml --set "data.paths=[\"$WORK/binary_only\"]" --out "$WORK/run5"
+: > "$WORK/a_file"
+expect_exit 2 "run.out_dir: cannot write to $WORK/a_file/out" "unwritable out dir" -- \
+  mpi 2 "$DILOCO_BIN" train recipes/quickstart.toml --out "$WORK/a_file/out"
 elapsed=$(( $(date +%s) - start ))
 [[ $elapsed -lt 120 ]] && pass "no hang ($elapsed s)" || fail "mpirun error cases took $elapsed s"
 finish

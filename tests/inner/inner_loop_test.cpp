@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 
 #include "inner/inner_loop.h"
 #include "inner/lr_schedule.h"
@@ -88,4 +90,40 @@ TEST(InnerLoopTest, WritingTheFlatViewChangesTheModel) {
   const double after = loop.eval_loss(8);
   EXPECT_NE(before, after);
   EXPECT_NEAR(after, std::log(256.0), 1e-5);
+}
+
+TEST(InnerLoopTest, NonFiniteLossStopsTheRoundWithoutApplyingTheStep) {
+  auto corpus = small_corpus();
+  SoloGroup group;
+  DataConfig data;
+  InnerLoop loop(tiny(), fast(), data, corpus, {}, group, 5, 10);
+  loop.run(2);
+  auto params = loop.params();
+  params[0] = std::numeric_limits<float>::quiet_NaN();  // poison one weight
+  const std::vector<float> before(params.begin(), params.end());
+  auto stats = loop.run(5);
+  EXPECT_TRUE(stats.diverged);
+  EXPECT_EQ(stats.steps, 0);
+  // Nothing was applied: every other weight is as it was, and still finite.
+  for (std::size_t i = 1; i < before.size(); ++i) ASSERT_EQ(loop.params()[i], before[i]) << i;
+}
+
+TEST(InnerLoopTest, OptimizerStateRoundTripsThroughBytes) {
+  auto corpus = small_corpus();
+  SoloGroup group;
+  DataConfig data;
+  InnerLoop a(tiny(), fast(), data, corpus, {}, group, 8, 20);
+  a.run(4);
+  const std::string state = a.save_state();
+  InnerLoop b(tiny(), fast(), data, corpus, {}, group, 8, 20);
+  b.load_state(state);
+  std::copy(a.params().begin(), a.params().end(), b.params().begin());
+  EXPECT_EQ(b.step(), 4);
+  a.run(3);
+  b.run(3);
+  EXPECT_EQ(std::memcmp(a.params().data(), b.params().data(), a.params().size_bytes()), 0);
+  ModelConfig other = tiny();
+  other.d_model = 16;
+  InnerLoop c(other, fast(), data, corpus, {}, group, 8, 20);
+  EXPECT_THROW(c.load_state(state), std::runtime_error);
 }

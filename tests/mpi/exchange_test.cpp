@@ -65,7 +65,7 @@ TEST(ExchangeTest, EverySiteGetsTheSameWeightedAverage) {
                                                       outer::ExchangeOptions{c.algorithm, false, 7});
     auto delta = site_delta(world->rank(), count);
     auto stats = exchange->average(delta, weights[world->rank()], 3);
-    EXPECT_TRUE(stats.excluded_sites.empty());
+    EXPECT_TRUE(stats.excluded.empty());
     if (n > 1) {
       EXPECT_GT(stats.payload_bytes, 0u);
     }
@@ -109,7 +109,9 @@ TEST(ExchangeTest, NonFiniteSiteIsLeftOutOnEverySite) {
     auto delta = site_delta(world->rank(), 100);
     if (world->rank() == 1) delta[17] = std::nanf("");
     auto stats = exchange.average(delta, 1.0);
-    EXPECT_EQ(stats.excluded_sites, std::vector<int>{1});
+    ASSERT_EQ(stats.excluded.size(), 1u);
+    EXPECT_EQ(stats.excluded[0].site, 1);
+    EXPECT_EQ(stats.excluded[0].reason, outer::Exclusion::kNonFinite);
     // The average over the remaining n - 1 sites, equally weighted.
     std::vector<float> expected(100, 0.0f);
     for (int s = 0; s < n; ++s) {
@@ -119,6 +121,28 @@ TEST(ExchangeTest, NonFiniteSiteIsLeftOutOnEverySite) {
     }
     for (int i = 0; i < 100; ++i) ASSERT_NEAR(delta[i], expected[i], 1e-7) << i;
   }
+}
+
+TEST(ExchangeTest, OutlierNormAndDivergedSitesAreLeftOutWithTheirReason) {
+  auto world = comm::MpiCommunicator::world();
+  const int n = world->size();
+  if (n < 3) GTEST_SKIP() << "an outlier needs a median of at least two others";
+  outer::ExchangeOptions options;
+  options.max_norm_ratio = 10.0;
+  outer::Exchange exchange(*world, compression::make_codec("none"), options);
+  auto delta = site_delta(world->rank(), 100);
+  if (world->rank() == 0) for (auto& v : delta) v *= 100.0f;  // a runaway site
+  const bool diverged = world->rank() == n - 1;
+  auto stats = exchange.average(delta, 1.0, 0, diverged);
+  ASSERT_EQ(stats.excluded.size(), 2u);
+  EXPECT_EQ(stats.excluded[0], (outer::ExcludedSite{0, outer::Exclusion::kOutlier}));
+  EXPECT_EQ(stats.excluded[1], (outer::ExcludedSite{n - 1, outer::Exclusion::kDiverged}));
+  std::vector<float> expected(100, 0.0f);
+  for (int s = 1; s < n - 1; ++s) {
+    auto d = site_delta(s, 100);
+    for (int i = 0; i < 100; ++i) expected[i] += d[i] / static_cast<float>(n - 2);
+  }
+  for (int i = 0; i < 100; ++i) ASSERT_NEAR(delta[i], expected[i], 1e-7) << i;
 }
 
 TEST(ExchangeTest, NoUsableSiteIsAnError) {

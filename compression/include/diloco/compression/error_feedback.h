@@ -24,6 +24,8 @@ class ErrorFeedback {
                      std::span<float> transmitted, std::uint64_t seed);
 
   std::span<const float> residual() const { return residual_; }
+  // Restores a saved residual of the same length.
+  void set_residual(std::span<const float> residual) { residual_.assign(residual.begin(), residual.end()); }
 
  private:
   std::vector<float> residual_;
