@@ -48,6 +48,17 @@ __attribute__((target_clones("avx2", "default"))) void quantize_block(const floa
   }
 }
 
+// out = q * step, or out += weight * q * step: straight into the output.
+__attribute__((target_clones("avx2", "default"))) void dequantize_int8(const std::int8_t* q, std::size_t n, float step,
+                                                                      float* out, bool accumulate, float weight) {
+  if (!accumulate) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(q[i]) * step;
+  } else {
+    const float scaled = weight * step;
+    for (std::size_t i = 0; i < n; ++i) out[i] += static_cast<float>(q[i]) * scaled;
+  }
+}
+
 class AbsmaxCodec final : public Codec {
  public:
   AbsmaxCodec(int bits, std::uint32_t block, bool stochastic)
@@ -58,6 +69,7 @@ class AbsmaxCodec final : public Codec {
 
  protected:
   std::uint32_t block_size() const override { return block_; }
+  bool checks_finite() const override { return true; }
 
   std::size_t value_bytes(std::size_t count) const { return bits_ == 8 ? count : (count + 1) / 2; }
 
@@ -78,6 +90,7 @@ class AbsmaxCodec final : public Codec {
       const std::size_t len = std::min<std::size_t>(block_, n - first);
       // The block's scale is its absmax; element = q / levels * absmax.
       const float absmax = block_absmax(values.data() + first, len);
+      if (!is_finite(absmax)) return kNonFinite;  // the bit-wise max of |x| is inf/NaN iff some x is
       std::memcpy(scales + b * sizeof(float), &absmax, sizeof(float));
       if (absmax >= kTiny) {
         quantize_block(values.data() + first, len, static_cast<float>(levels_) / absmax, levels_, stochastic_, seed,
@@ -126,24 +139,21 @@ class AbsmaxCodec final : public Codec {
       const std::size_t first = b * block_;
       const std::size_t len = std::min<std::size_t>(block_, n - first);
       const float absmax = scales[b];
-      const float step = absmax / static_cast<float>(levels_);
-      const bool tiny = absmax < kTiny;  // step would lose precision to underflow
+      const bool tiny = absmax < kTiny;  // absmax / levels would lose precision to underflow
+      if (bits_ == 8 && !tiny) {
+        dequantize_int8(reinterpret_cast<const std::int8_t*>(packed) + first, len,
+                        absmax / static_cast<float>(levels_), out.data() + first, accumulate, weight);
+        continue;
+      }
       for (std::size_t c = 0; c < len; c += kChunk) {
         const std::size_t m = std::min(kChunk, len - c);
         const std::size_t base = first + c;
-        if (bits_ == 8) {
-          for (std::size_t i = 0; i < m; ++i) buf[i] = static_cast<float>(static_cast<std::int8_t>(packed[base + i]));
-        } else {
-          for (std::size_t i = 0; i < m; ++i) {
-            const std::size_t g = base + i;
-            const unsigned nib = (g % 2 == 0) ? (packed[g / 2] & 0x0Fu) : (packed[g / 2] >> 4);
-            buf[i] = static_cast<float>(static_cast<int>(nib) - 8);
-          }
-        }
-        if (!tiny) {
-          for (std::size_t i = 0; i < m; ++i) buf[i] *= step;
-        } else {
-          for (std::size_t i = 0; i < m; ++i) buf[i] = buf[i] * absmax / static_cast<float>(levels_);
+        for (std::size_t i = 0; i < m; ++i) {
+          const std::size_t g = base + i;
+          const int q = bits_ == 8 ? static_cast<std::int8_t>(packed[g])
+                                   : static_cast<int>((g % 2 == 0) ? (packed[g / 2] & 0x0Fu) : (packed[g / 2] >> 4)) - 8;
+          buf[i] = tiny ? static_cast<float>(q) * absmax / static_cast<float>(levels_)
+                        : static_cast<float>(q) * (absmax / static_cast<float>(levels_));
         }
         store(out.data() + base, buf, m, accumulate, weight);
       }

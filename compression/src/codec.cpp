@@ -45,10 +45,17 @@ std::unique_ptr<Codec> make_codec(const CodecConfig& c, std::string* error) {
 }
 
 EncodeError Codec::encode(std::span<const float> values, std::vector<std::byte>& payload, std::uint64_t seed) const {
-  if (!all_finite(values)) return EncodeError::kNonFiniteInput;
+  if (!checks_finite() && !all_finite(values)) {
+    payload.clear();
+    return EncodeError::kNonFiniteInput;
+  }
   payload.resize(kWireHeaderSize + body_size(values.size()));
   auto room = std::span<std::byte>(payload).subspan(kWireHeaderSize);
   const std::size_t used = encode_body(values, room, seed);
+  if (used == kNonFinite) {
+    payload.clear();
+    return EncodeError::kNonFiniteInput;
+  }
   payload.resize(kWireHeaderSize + used);
   const auto body = std::span<const std::byte>(payload).subspan(kWireHeaderSize);
   WireHeader header;

@@ -89,7 +89,7 @@ TEST(CodecPropertyTest, NonFiniteInputIsRefusedByEveryCodec) {
       v[42] = bad;
       std::vector<std::byte> payload{std::byte{1}};
       EXPECT_EQ(c->encode(v, payload), dc::EncodeError::kNonFiniteInput) << name;
-      EXPECT_EQ(payload.size(), 1u) << name << ": payload touched";
+      EXPECT_TRUE(payload.empty()) << name << ": a refused encode left bytes behind";
     }
   }
 }

@@ -56,7 +56,8 @@ class Codec {
   virtual bool lossless() const { return false; }
 
   // Encodes `values` into `payload` (resized to fit). `seed` drives stochastic
-  // rounding, so the same (values, seed) always gives the same bytes.
+  // rounding, so the same (values, seed) always gives the same bytes. On
+  // kNonFiniteInput the payload is left empty.
   EncodeError encode(std::span<const float> values, std::vector<std::byte>& payload,
                      std::uint64_t seed = 0) const;
 
@@ -76,8 +77,12 @@ class Codec {
   // checks the length itself.
   virtual bool fixed_body_size() const { return true; }
   virtual std::uint32_t block_size() const { return 0; }
+  // True when encode_body detects non-finite input itself (in a pass it makes
+  // anyway), so the framing can skip its own check.
+  virtual bool checks_finite() const { return false; }
+  static constexpr std::size_t kNonFinite = static_cast<std::size_t>(-1);
   // Writes the body into `body` (already sized to body_size(values.size()))
-  // and returns the bytes used.
+  // and returns the bytes used, or kNonFinite (only if checks_finite()).
   virtual std::size_t encode_body(std::span<const float> values, std::span<std::byte> body,
                                   std::uint64_t seed) const = 0;
   // `body` passed the header checks. Must check everything else (scales,
