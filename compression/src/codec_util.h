@@ -57,7 +57,8 @@ inline DecodeError split_blockwise_body(std::span<const std::byte> body, std::si
 
 // fp16 conversion, round to nearest even; F16C instructions when the CPU has
 // them, an exact software path otherwise.
-void floats_to_halves(const float* in, std::uint16_t* out, std::size_t n);
+// Returns false when some input is not finite (the output is then unusable).
+bool floats_to_halves(const float* in, std::uint16_t* out, std::size_t n);
 void halves_to_floats(const std::uint16_t* in, float* out, std::size_t n);
 std::uint16_t float_to_half(float f);
 float half_to_float(std::uint16_t h);

@@ -34,7 +34,7 @@ class NoneCodec final : public Codec {
   }
 };
 
-void floats_to_bf16(const float* in, std::uint16_t* out, std::size_t n) {
+bool floats_to_bf16(const float* in, std::uint16_t* out, std::size_t n) {
   for (std::size_t j = 0; j < n; ++j) {
     std::uint32_t u;
     std::memcpy(&u, in + j, 4);
@@ -44,6 +44,7 @@ void floats_to_bf16(const float* in, std::uint16_t* out, std::size_t n) {
     u = std::min<std::uint32_t>((u & 0x7FFFFFFFu) + 0x7FFFu + ((u >> 16) & 1u), 0x7F7F0000u) | sign;
     out[j] = static_cast<std::uint16_t>(u >> 16);
   }
+  return true;  // bf16 leaves the finiteness check to the framing
 }
 
 void bf16_to_floats(const std::uint16_t* in, float* out, std::size_t n) {
@@ -53,11 +54,12 @@ void bf16_to_floats(const std::uint16_t* in, float* out, std::size_t n) {
   }
 }
 
-using ToHalves = void (*)(const float*, std::uint16_t*, std::size_t);
+using ToHalves = bool (*)(const float*, std::uint16_t*, std::size_t);
 using ToFloats = void (*)(const std::uint16_t*, float*, std::size_t);
 
 // A 16-bit float format: the same framing, two conversion functions.
-template <CodecId kId, ToHalves kEncode, ToFloats kDecode>
+// kChecks: the encode function reports non-finite input itself.
+template <CodecId kId, ToHalves kEncode, ToFloats kDecode, bool kChecks>
 class HalfWidthCodec final : public Codec {
  public:
   explicit HalfWidthCodec(std::string_view name) : name_(name) {}
@@ -66,14 +68,12 @@ class HalfWidthCodec final : public Codec {
 
  protected:
   std::size_t body_size(std::size_t count) const override { return count * 2; }
+  bool checks_finite() const override { return kChecks; }
 
   std::size_t encode_body(std::span<const float> values, std::span<std::byte> body, std::uint64_t) const override {
-    std::uint16_t buf[kChunk];
-    for (std::size_t i = 0; i < values.size(); i += kChunk) {
-      const std::size_t n = std::min(kChunk, values.size() - i);
-      kEncode(values.data() + i, buf, n);
-      std::memcpy(body.data() + i * 2, buf, n * 2);
-    }
+    // The body follows a 32-byte header in a vector, so it is 2-byte aligned.
+    auto* out = reinterpret_cast<std::uint16_t*>(body.data());
+    if (!kEncode(values.data(), out, values.size()) && kChecks) return kNonFinite;
     return values.size() * 2;
   }
 
@@ -83,9 +83,13 @@ class HalfWidthCodec final : public Codec {
     float floats[kChunk];
     for (std::size_t i = 0; i < out.size(); i += kChunk) {
       const std::size_t n = std::min(kChunk, out.size() - i);
-      std::memcpy(halves, body.data() + i * 2, n * 2);
-      kDecode(halves, floats, n);
-      store(out.data() + i, floats, n, accumulate, weight);
+      std::memcpy(halves, body.data() + i * 2, n * 2);  // a payload may sit at any offset
+      if (!accumulate) {
+        kDecode(halves, out.data() + i, n);
+      } else {
+        kDecode(halves, floats, n);
+        store(out.data() + i, floats, n, true, weight);
+      }
     }
     return DecodeError::kOk;
   }
@@ -98,10 +102,10 @@ class HalfWidthCodec final : public Codec {
 
 std::unique_ptr<Codec> make_none_codec() { return std::make_unique<NoneCodec>(); }
 std::unique_ptr<Codec> make_fp16_codec() {
-  return std::make_unique<HalfWidthCodec<CodecId::kFp16, floats_to_halves, halves_to_floats>>("fp16");
+  return std::make_unique<HalfWidthCodec<CodecId::kFp16, floats_to_halves, halves_to_floats, true>>("fp16");
 }
 std::unique_ptr<Codec> make_bf16_codec() {
-  return std::make_unique<HalfWidthCodec<CodecId::kBf16, floats_to_bf16, bf16_to_floats>>("bf16");
+  return std::make_unique<HalfWidthCodec<CodecId::kBf16, floats_to_bf16, bf16_to_floats, false>>("bf16");
 }
 
 }  // namespace diloco::compression::detail

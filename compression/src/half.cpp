@@ -50,19 +50,30 @@ float half_to_float(std::uint16_t h) {
 namespace {
 
 #ifdef DILOCO_X86
-__attribute__((target("avx,f16c"))) void to_halves_f16c(const float* in, std::uint16_t* out, std::size_t n) {
+// Returns false when some input is NaN or infinite (checked on the way, so
+// the data is read once).
+__attribute__((target("avx2,f16c"))) bool to_halves_f16c(const float* in, std::uint16_t* out, std::size_t n) {
   std::size_t i = 0;
   const __m256 hi = _mm256_set1_ps(kHalfMax);
   const __m256 lo = _mm256_set1_ps(-kHalfMax);
+  const __m256i exponent = _mm256_set1_epi32(0x7F800000);
+  __m256i bad = _mm256_setzero_si256();
   for (; i + 8 <= n; i += 8) {
-    const __m256 v = _mm256_max_ps(_mm256_min_ps(_mm256_loadu_ps(in + i), hi), lo);
+    const __m256 x = _mm256_loadu_ps(in + i);
+    bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_castps_si256(x), exponent), exponent));
+    const __m256 v = _mm256_max_ps(_mm256_min_ps(x, hi), lo);
     const __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
   }
-  for (; i < n; ++i) out[i] = float_to_half(in[i]);
+  bool finite = _mm256_testz_si256(bad, bad);
+  for (; i < n; ++i) {
+    finite = finite && is_finite(in[i]);
+    out[i] = float_to_half(in[i]);
+  }
+  return finite;
 }
 
-__attribute__((target("avx,f16c"))) void to_floats_f16c(const std::uint16_t* in, float* out, std::size_t n) {
+__attribute__((target("avx2,f16c"))) void to_floats_f16c(const std::uint16_t* in, float* out, std::size_t n) {
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
@@ -82,19 +93,26 @@ bool detect_f16c() {
   return (lo & 6u) == 6u;
 }
 
+bool detect_avx2() { return __builtin_cpu_supports("avx2"); }
+
 bool has_f16c() {
-  static const bool yes = detect_f16c();
+  static const bool yes = detect_f16c() && detect_avx2();
   return yes;
 }
 #endif
 
 }  // namespace
 
-void floats_to_halves(const float* in, std::uint16_t* out, std::size_t n) {
+bool floats_to_halves(const float* in, std::uint16_t* out, std::size_t n) {
 #ifdef DILOCO_X86
   if (has_f16c()) return to_halves_f16c(in, out, n);
 #endif
-  for (std::size_t i = 0; i < n; ++i) out[i] = float_to_half(in[i]);
+  bool finite = true;
+  for (std::size_t i = 0; i < n; ++i) {
+    finite = finite && is_finite(in[i]);
+    out[i] = float_to_half(in[i]);
+  }
+  return finite;
 }
 
 void halves_to_floats(const std::uint16_t* in, float* out, std::size_t n) {
