@@ -10,6 +10,7 @@
 #include <cxxopts.hpp>
 
 #include "app/inspect_command.h"
+#include "app/probe_command.h"
 #include "app/recipe.h"
 #include "app/train_command.h"
 #include "inner/corpus.h"
@@ -26,6 +27,7 @@ const char* kUsage =
     "                                                          train under MPI (mpirun/srun)\n"
     "  check RECIPE [--set section.key=value]...               validate, print the effective recipe\n"
     "  inspect CHECKPOINT                                      verify a checkpoint, print what it holds\n"
+    "  probe RECIPE [--set ...] [--out DIR]                    measure links between sites (under mpirun)\n"
     "\n"
     "  diloco --version      print the version\n"
     "  diloco COMMAND --help options of a command\n"
@@ -55,18 +57,19 @@ struct CommandLine {
   std::string help_text;
 };
 
-CommandLine parse_command(const std::string& command, int argc, char** argv, bool with_out) {
-  cxxopts::Options options("diloco " + command, command == "train"
-                                                     ? "Train a recipe across sites; launch with mpirun or srun."
-                                                     : "Validate a recipe and print its effective form (no MPI).");
+CommandLine parse_command(const std::string& command, int argc, char** argv, bool with_out, bool with_resume) {
+  const char* what = command == "train"   ? "Train a recipe across sites; launch with mpirun or srun."
+                     : command == "probe" ? "Measure latency and bandwidth between site leaders; launch with mpirun."
+                                          : "Validate a recipe and print its effective form (no MPI).";
+  cxxopts::Options options("diloco " + command, what);
   options.positional_help("RECIPE");
   options.add_options()("recipe", "TOML recipe", cxxopts::value<std::string>())(
       "set", "override a key: section.key=value (TOML value or bare string); repeatable",
       cxxopts::value<std::vector<std::string>>())("h,help", "show this help");
-  if (with_out)
-    options.add_options()("out", "output folder (overrides run.out_dir)", cxxopts::value<std::string>())(
-        "resume", "auto (newest checkpoint that verifies), none, or a checkpoint folder",
-        cxxopts::value<std::string>()->default_value("none"));
+  if (with_out) options.add_options()("out", "output folder (overrides run.out_dir)", cxxopts::value<std::string>());
+  if (with_resume)
+    options.add_options()("resume", "auto (newest checkpoint that verifies), none, or a checkpoint folder",
+                          cxxopts::value<std::string>()->default_value("none"));
   options.parse_positional({"recipe"});
   auto result = options.parse(argc, argv);
   CommandLine cl;
@@ -79,7 +82,7 @@ CommandLine parse_command(const std::string& command, int argc, char** argv, boo
   if (result.unmatched().size() > 0) throw cxxopts::exceptions::exception("unexpected argument '" + result.unmatched()[0] + "'");
   cl.recipe = result["recipe"].as<std::string>();
   if (result.count("set")) cl.sets = result["set"].as<std::vector<std::string>>();
-  if (with_out) {
+  if (with_resume) {
     cl.resume = result["resume"].as<std::string>();
     if (cl.resume.empty()) throw cxxopts::exceptions::exception("--resume needs auto, none or a checkpoint folder");
   }
@@ -116,11 +119,11 @@ int main(int argc, char** argv) {
     }
     return diloco::app::run_inspect(argv[2]);
   }
-  if (command != "train" && command != "check") return input_error("unknown command '" + command + "'\n" + kUsage);
+  if (command != "train" && command != "check" && command != "probe") return input_error("unknown command '" + command + "'\n" + kUsage);
 
   CommandLine cl;
   try {
-    cl = parse_command(command, argc - 1, argv + 1, command == "train");
+    cl = parse_command(command, argc - 1, argv + 1, command != "check", command == "train");
   } catch (const cxxopts::exceptions::exception& e) {
     return input_error(std::string(e.what()) + " (see diloco " + command + " --help)");
   }
@@ -142,5 +145,6 @@ int main(int argc, char** argv) {
     std::cout << diloco::app::to_toml(recipe);
     return 0;
   }
+  if (command == "probe") return diloco::app::run_probe(recipe, &argc, &argv);
   return diloco::app::run_train(recipe, cl.resume, &argc, &argv);
 }

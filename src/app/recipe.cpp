@@ -175,6 +175,74 @@ Key error_feedback_key() {
   return k;
 }
 
+Key site_numbers_key(std::string name, std::vector<double> LinksSection::*field) {
+  Key k{"links", name, {}, {}};
+  k.read = [=](const toml::node& node, Recipe& r) -> std::string {
+    const toml::array* arr = node.as_array();
+    if (!arr) return "must be an array with one number per site (got " + describe(node) + ")";
+    std::vector<double> values;
+    for (const auto& item : *arr) {
+      if (!item.is_number()) return "must hold numbers (holds " + describe(item) + ")";
+      const double v = *item.value<double>();
+      if (!std::isfinite(v) || v < 0.0) return "must hold numbers >= 0";
+      values.push_back(v);
+    }
+    r.links.*field = values;
+    return {};
+  };
+  k.write = [=](const Recipe& r) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < (r.links.*field).size(); ++i) out += (i ? ", " : "") + float_text((r.links.*field)[i]);
+    return out + "]";
+  };
+  return k;
+}
+
+// links.changes = [{ round = 20, site = 1, bandwidth_mbps = 5.0 }, ...]; an
+// omitted latency or bandwidth keeps the site's configured value.
+Key link_changes_key() {
+  Key k{"links", "changes", {}, {}};
+  k.read = [](const toml::node& node, Recipe& r) -> std::string {
+    const toml::array* arr = node.as_array();
+    if (!arr) return "must be an array of tables (got " + describe(node) + ")";
+    r.links.changes.clear();
+    for (const auto& item : *arr) {
+      const toml::table* t = item.as_table();
+      if (!t) return "must hold tables like { round = 20, site = 1, bandwidth_mbps = 5.0 }";
+      comm::LinkChange c;
+      c.link.latency_ms = -1.0;
+      c.link.bandwidth_mbps = -1.0;
+      bool has_round = false, has_site = false;
+      for (auto&& [key, value] : *t) {
+        const std::string name(key.str());
+        if ((name == "round" || name == "site") && !value.is_integer()) return "entry " + name + " must be an integer";
+        if ((name == "latency_ms" || name == "bandwidth_mbps") && (!value.is_number() || *value.value<double>() < 0.0))
+          return "entry " + name + " must be a number >= 0";
+        if (name == "round") c.round = static_cast<int>(*value.value<std::int64_t>()), has_round = true;
+        else if (name == "site") c.site = static_cast<int>(*value.value<std::int64_t>()), has_site = true;
+        else if (name == "latency_ms") c.link.latency_ms = *value.value<double>();
+        else if (name == "bandwidth_mbps") c.link.bandwidth_mbps = *value.value<double>();
+        else return "entry has unknown key '" + name + "' (known: round, site, latency_ms, bandwidth_mbps)";
+      }
+      if (!has_round || !has_site || c.round < 1) return "each entry needs round >= 1 and site";
+      r.links.changes.push_back(c);
+    }
+    return {};
+  };
+  k.write = [](const Recipe& r) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < r.links.changes.size(); ++i) {
+      const auto& c = r.links.changes[i];
+      out += (i ? ", " : "") + std::string("{ round = ") + std::to_string(c.round) + ", site = " + std::to_string(c.site);
+      if (c.link.latency_ms >= 0.0) out += ", latency_ms = " + float_text(c.link.latency_ms);
+      if (c.link.bandwidth_mbps >= 0.0) out += ", bandwidth_mbps = " + float_text(c.link.bandwidth_mbps);
+      out += " }";
+    }
+    return out + "]";
+  };
+  return k;
+}
+
 Key paths_key() {
   Key k{"data", "paths", {}, {}};
   k.read = [](const toml::node& node, Recipe& r) -> std::string {
@@ -264,6 +332,9 @@ const std::vector<Key>& keys() {
 
     k.push_back(string_key("checkpoint", "dir", &R::checkpoint, &CheckpointSection::dir, {}, true));
     k.push_back(integer_key("checkpoint", "every", &R::checkpoint, &CheckpointSection::every, 0, 1 << 30));
+    k.push_back(site_numbers_key("latency_ms", &LinksSection::latency_ms));
+    k.push_back(site_numbers_key("bandwidth_mbps", &LinksSection::bandwidth_mbps));
+    k.push_back(link_changes_key());
     k.push_back(integer_key("checkpoint", "keep", &R::checkpoint, &CheckpointSection::keep, 1, 1000));
     k.push_back(integer_key("debug", "nan_site", &R::debug, &DebugSection::nan_site, -1, 1 << 20));
     k.push_back(integer_key("debug", "nan_round", &R::debug, &DebugSection::nan_round, 0, 1 << 30));
@@ -352,6 +423,21 @@ Recipe validate(const toml::table& root, const std::string& source, const std::s
   };
   // Error feedback defaults on for lossy codecs (SparseLoCo, DeMo), off for fp32.
   if (!r.compression.error_feedback) r.compression.error_feedback = r.compression.codec != "none";
+  if (r.links.enabled()) {
+    const auto sites = static_cast<std::size_t>(r.topology.sites);
+    for (const char* name : {"latency_ms", "bandwidth_mbps"}) {
+      const auto& v = std::string(name) == "latency_ms" ? r.links.latency_ms : r.links.bandwidth_mbps;
+      if (!v.empty() && v.size() != sites)
+        throw RecipeError(locate("links", name) + ": links." + name + " has " + std::to_string(v.size()) +
+                          " entries; topology.sites is " + std::to_string(sites));
+    }
+    for (const auto& c : r.links.changes)
+      if (c.site < 0 || static_cast<std::size_t>(c.site) >= sites)
+        throw RecipeError(locate("links", "changes") + ": links.changes names site " + std::to_string(c.site) +
+                          "; sites are 0.." + std::to_string(sites - 1));
+  } else if (!r.links.changes.empty()) {
+    throw RecipeError(locate("links", "changes") + ": links.changes needs links.latency_ms or links.bandwidth_mbps");
+  }
   if (r.model.d_model % r.model.n_heads != 0)
     throw RecipeError(locate("model", "n_heads") + ": model.n_heads must divide model.d_model (" +
                       std::to_string(r.model.n_heads) + " does not divide " + std::to_string(r.model.d_model) + ")");
@@ -385,6 +471,29 @@ Recipe load_recipe(const std::string& path, const std::vector<std::string>& over
   std::stringstream text;
   text << in.rdbuf();
   return parse_recipe(text.str(), path, overrides);
+}
+
+std::vector<comm::SiteLink> LinksSection::sites() const {
+  const std::size_t n = std::max(latency_ms.size(), bandwidth_mbps.size());
+  std::vector<comm::SiteLink> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i < latency_ms.size()) out[i].latency_ms = latency_ms[i];
+    if (i < bandwidth_mbps.size()) out[i].bandwidth_mbps = bandwidth_mbps[i];
+  }
+  return out;
+}
+
+std::shared_ptr<comm::LinkEmulator> LinksSection::emulator() const {
+  if (!enabled()) return nullptr;
+  const auto base = sites();
+  auto changes_resolved = changes;
+  for (auto& c : changes_resolved) {
+    if (c.link.latency_ms < 0.0) c.link.latency_ms = base[static_cast<std::size_t>(c.site)].latency_ms;
+    if (c.link.bandwidth_mbps < 0.0) c.link.bandwidth_mbps = base[static_cast<std::size_t>(c.site)].bandwidth_mbps;
+  }
+  auto emulator = std::make_shared<comm::LinkEmulator>(base, changes_resolved);
+  emulator->set_round(1);
+  return emulator;
 }
 
 std::string to_toml(const Recipe& recipe) {

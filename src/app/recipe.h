@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "comm/link_emulator.h"
 #include "inner/corpus.h"
 #include "inner/inner_loop.h"
 #include "inner/model_config.h"
@@ -67,6 +69,18 @@ struct DebugSection {
   std::int64_t freeze_step = 0;
 };
 
+// Emulated links between sites (empty arrays: none), one entry per site.
+struct LinksSection {
+  std::vector<double> latency_ms;
+  std::vector<double> bandwidth_mbps;  // 0: unlimited
+  std::vector<comm::LinkChange> changes;
+  bool enabled() const { return !latency_ms.empty() || !bandwidth_mbps.empty(); }
+  std::vector<comm::SiteLink> sites() const;
+  // The emulator for these links (nullptr when none are configured); a change
+  // that omits latency or bandwidth keeps the site's configured value.
+  std::shared_ptr<comm::LinkEmulator> emulator() const;
+};
+
 struct CheckpointSection {
   std::string dir;  // empty: OUT/checkpoints
   int every = 0;    // 0: only when a stop signal arrives
@@ -84,6 +98,7 @@ struct Recipe {
   TopologyConfig topology;
   outer::EvalConfig metrics;
   CheckpointSection checkpoint;
+  LinksSection links;
   TimeoutSection timeouts;  // recipe keys sync.timeout_s, sync.startup_timeout_s
   DebugSection debug;
   double max_update_norm_ratio = 10.0;  // recipe key outer.max_update_norm_ratio; 0 turns it off

@@ -196,6 +196,10 @@ int train(const Recipe& recipe, const std::string& resume, comm::MpiSession& mpi
   auto comms = comm::make_mpi_site_comms(recipe.topology.sites);
   for (comm::Communicator* c : {comms.world.get(), comms.site.get(), comms.leaders.get()})
     if (c) c->set_watchdog(&watchdog);
+  // Emulated wide-area links sit between the site leaders only.
+  const auto links = recipe.links.emulator();
+  if (links && comms.leaders)
+    comms.leaders = std::make_unique<comm::EmulatedCommunicator>(std::move(comms.leaders), links);
   const auto& topo = comms.topology;
   const std::int64_t total_steps = static_cast<std::int64_t>(recipe.outer.rounds) * recipe.sync.H;
   outer::CommReplicaGroup group(*comms.site);
@@ -235,6 +239,7 @@ int train(const Recipe& recipe, const std::string& resume, comm::MpiSession& mpi
   if (!resume_path.empty()) {
     trainer.restore(resume_path);
     resumed_round = outer::CheckpointStore::round_of(resume_path);
+    if (links) links->set_round(resumed_round + 1);
     if (root) std::printf("resuming from %s (round %d)\n", resume_path.c_str(), resumed_round);
   }
   if (root) {
@@ -284,6 +289,7 @@ int train(const Recipe& recipe, const std::string& resume, comm::MpiSession& mpi
   };
   hooks.on_round = [&](const outer::RoundMetrics& m) {
     watchdog.set_timeout(recipe.timeouts.timeout_s);  // start-up is over
+    if (links) links->set_round(m.round + 1);
     if (root) {
       log->write(m);
       std::printf("%s%s\n", live ? "\r\033[K" : "", round_line(m, recipe.outer.rounds).c_str());

@@ -104,6 +104,10 @@ assert all(r["excluded"] == [] for i, r in enumerate(rows) if i != 2)
 assert rows[-1]["excluded_total"] == 1 and math.isfinite(rows[-1]["eval_loss"])
 PY
 
+# --resume with a folder that is not a valid checkpoint.
+expect_exit 2 "--resume $WORK/nope" "--resume PATH that does not verify" -- \
+  mpi 2 "$DILOCO_BIN" train "${base[@]}" --set topology.sites=1 --out "$WORK/nope_run" --resume "$WORK/nope"
+
 # 7. Bad input: a checkpoint of another model shape, and a full disk while
 #    checkpointing (earlier checkpoints stay intact).
 expect_exit 2 "holds a model of" "checkpoint of another model" -- \

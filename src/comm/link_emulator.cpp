@@ -1,0 +1,127 @@
+// Link emulation by holding messages back for their modelled transfer time.
+#include "comm/link_emulator.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+namespace diloco::comm {
+namespace {
+
+void hold(double seconds) {
+  if (seconds > 0.0) std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+}
+
+}  // namespace
+
+LinkEmulator::LinkEmulator(std::vector<SiteLink> sites, std::vector<LinkChange> schedule)
+    : initial_(std::move(sites)), current_(initial_), schedule_(std::move(schedule)) {
+  for (const auto& c : schedule_)
+    if (c.site < 0 || c.site >= static_cast<int>(initial_.size()))
+      throw std::invalid_argument("link change for site " + std::to_string(c.site) + " of " +
+                                  std::to_string(initial_.size()));
+  std::stable_sort(schedule_.begin(), schedule_.end(), [](const auto& a, const auto& b) { return a.round < b.round; });
+}
+
+void LinkEmulator::set_round(int round) {
+  current_ = initial_;
+  for (const auto& c : schedule_)
+    if (c.round <= round) current_[static_cast<std::size_t>(c.site)] = c.link;
+}
+
+double LinkEmulator::transfer_seconds(int a, int b, std::size_t bytes) const {
+  const SiteLink& x = current_.at(static_cast<std::size_t>(a));
+  const SiteLink& y = current_.at(static_cast<std::size_t>(b));
+  const double latency = std::max(x.latency_ms, y.latency_ms) / 1000.0;
+  double bandwidth = 0.0;  // bytes per second; 0 = unlimited
+  for (double mbps : {x.bandwidth_mbps, y.bandwidth_mbps})
+    if (mbps > 0.0) bandwidth = bandwidth == 0.0 ? mbps * 1e6 / 8.0 : std::min(bandwidth, mbps * 1e6 / 8.0);
+  return latency + (bandwidth > 0.0 ? static_cast<double>(bytes) / bandwidth : 0.0);
+}
+
+EmulatedCommunicator::EmulatedCommunicator(std::unique_ptr<Communicator> inner, std::shared_ptr<LinkEmulator> links)
+    : inner_(std::move(inner)), links_(std::move(links)) {
+  if (links_->sites() != inner_->size())
+    throw std::invalid_argument("link emulation describes " + std::to_string(links_->sites()) + " sites; there are " +
+                                std::to_string(inner_->size()));
+}
+
+void EmulatedCommunicator::sync_traffic() { traffic_ = inner_->traffic(); }
+
+double EmulatedCommunicator::ring_seconds(std::size_t bytes) const {
+  const int n = size();
+  if (n < 2) return 0.0;
+  double slowest = 0.0;
+  for (int r = 0; r < n; ++r) slowest = std::max(slowest, links_->transfer_seconds(r, (r + 1) % n, bytes / n));
+  return 2.0 * (n - 1) * slowest;
+}
+
+void EmulatedCommunicator::all_reduce_sum(std::span<float> data) {
+  inner_->all_reduce_sum(data);
+  hold(ring_seconds(data.size_bytes()));
+  sync_traffic();
+}
+
+void EmulatedCommunicator::all_reduce_sum(std::span<double> data) {
+  inner_->all_reduce_sum(data);
+  hold(ring_seconds(data.size_bytes()));
+  sync_traffic();
+}
+
+std::unique_ptr<Work> EmulatedCommunicator::all_reduce_sum_async(std::span<float> data) {
+  // Held back up front; the handle then completes as the real one does.
+  hold(ring_seconds(data.size_bytes()));
+  auto work = inner_->all_reduce_sum_async(data);
+  sync_traffic();
+  return work;
+}
+
+void EmulatedCommunicator::broadcast(std::span<std::byte> data, int root) {
+  inner_->broadcast(data, root);
+  double slowest = 0.0;
+  for (int r = 0; r < size(); ++r)
+    if (r != root) slowest = std::max(slowest, links_->transfer_seconds(root, r, data.size()));
+  hold(slowest);
+  sync_traffic();
+}
+
+std::vector<std::vector<std::byte>> EmulatedCommunicator::all_gather(std::span<const std::byte> mine) {
+  auto all = inner_->all_gather(mine);
+  // Every site sends its buffer to every other at once; all sites know every
+  // size now, so all hold back the same time and finish together.
+  double slowest = 0.0;
+  for (int from = 0; from < size(); ++from)
+    for (int to = 0; to < size(); ++to)
+      if (from != to) slowest = std::max(slowest, links_->transfer_seconds(from, to, all[from].size()));
+  hold(slowest);
+  sync_traffic();
+  return all;
+}
+
+std::vector<std::byte> EmulatedCommunicator::send_recv(std::span<const std::byte> data, int dest, int source, int tag) {
+  hold(links_->transfer_seconds(rank(), dest, data.size()));
+  auto in = inner_->send_recv(data, dest, source, tag);
+  sync_traffic();
+  return in;
+}
+
+void EmulatedCommunicator::send(std::span<const std::byte> data, int dest, int tag) {
+  hold(links_->transfer_seconds(rank(), dest, data.size()));
+  inner_->send(data, dest, tag);
+  sync_traffic();
+}
+
+void EmulatedCommunicator::recv(std::span<std::byte> data, int source, int tag) {
+  inner_->recv(data, source, tag);
+  sync_traffic();
+}
+
+void EmulatedCommunicator::barrier() {
+  inner_->barrier();
+  double slowest = 0.0;
+  for (int r = 1; r < size(); ++r) slowest = std::max(slowest, links_->transfer_seconds(0, r, 0));
+  hold(2.0 * slowest);
+}
+
+}  // namespace diloco::comm

@@ -1,0 +1,75 @@
+// Emulated wide-area links between sites, applied inside a communicator so that
+// every measured time (probe, exchange, metrics) really reflects them. Links
+// are modelled as t(S) = latency + S / bandwidth (Hockney); the link between
+// two sites takes the larger latency and the smaller bandwidth of the two.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.h"
+
+namespace diloco::comm {
+
+struct SiteLink {
+  double latency_ms = 0.0;
+  double bandwidth_mbps = 0.0;  // 0: unlimited
+};
+
+// From `round` on, `site`'s link becomes `link` (a degradation or recovery).
+struct LinkChange {
+  int round = 0;
+  int site = 0;
+  SiteLink link;
+};
+
+class LinkEmulator {
+ public:
+  LinkEmulator(std::vector<SiteLink> sites, std::vector<LinkChange> schedule);
+
+  // Applies the schedule's changes for rounds <= `round`.
+  void set_round(int round);
+
+  // Seconds to move `bytes` from site a to site b.
+  double transfer_seconds(int a, int b, std::size_t bytes) const;
+  SiteLink link(int site) const { return current_.at(static_cast<std::size_t>(site)); }
+  int sites() const { return static_cast<int>(current_.size()); }
+
+ private:
+  std::vector<SiteLink> initial_;
+  std::vector<SiteLink> current_;
+  std::vector<LinkChange> schedule_;
+};
+
+// Wraps the site leaders' communicator (rank = site): each message is held
+// back for its emulated transfer time before (send) or after (collective) the
+// real transfer.
+class EmulatedCommunicator final : public Communicator {
+ public:
+  EmulatedCommunicator(std::unique_ptr<Communicator> inner, std::shared_ptr<LinkEmulator> links);
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  void all_reduce_sum(std::span<float> data) override;
+  void all_reduce_sum(std::span<double> data) override;
+  std::unique_ptr<Work> all_reduce_sum_async(std::span<float> data) override;
+  void broadcast(std::span<std::byte> data, int root) override;
+  std::vector<std::vector<std::byte>> all_gather(std::span<const std::byte> mine) override;
+  std::vector<std::byte> send_recv(std::span<const std::byte> data, int dest, int source, int tag) override;
+  void send(std::span<const std::byte> data, int dest, int tag) override;
+  void recv(std::span<std::byte> data, int source, int tag) override;
+  void barrier() override;
+
+  LinkEmulator& links() { return *links_; }
+
+ private:
+  void sync_traffic();
+  // The slowest of the transfers a ring all-reduce of `bytes` makes.
+  double ring_seconds(std::size_t bytes) const;
+
+  std::unique_ptr<Communicator> inner_;
+  std::shared_ptr<LinkEmulator> links_;
+};
+
+}  // namespace diloco::comm

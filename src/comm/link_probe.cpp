@@ -1,0 +1,81 @@
+// Pairwise probing in a fixed global order, so no two ranks wait on each other
+// in a cycle; results are shared with one all-gather at the end.
+#include "comm/link_probe.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+namespace diloco::comm {
+namespace {
+
+constexpr int kPingTag = 7001;
+constexpr int kDataTag = 7002;
+constexpr int kAckTag = 7003;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Rank `me` measures its link to `peer` (me < peer leads the exchange).
+LinkEstimate measure(Communicator& comm, int peer, bool lead, const ProbeOptions& o) {
+  std::vector<std::byte> small(8), large(o.large_bytes);
+  std::vector<double> rtt, transfer;
+  for (int i = 0; i < o.pings; ++i) {
+    if (lead) {
+      const double t0 = now_s();
+      comm.send(small, peer, kPingTag);
+      comm.recv(small, peer, kPingTag);
+      rtt.push_back(now_s() - t0);
+    } else {
+      comm.recv(small, peer, kPingTag);
+      comm.send(small, peer, kPingTag);
+    }
+  }
+  for (int i = 0; i < o.transfers; ++i) {
+    if (lead) {
+      const double t0 = now_s();
+      comm.send(large, peer, kDataTag);
+      comm.recv(small, peer, kAckTag);
+      transfer.push_back(now_s() - t0);
+    } else {
+      comm.recv(large, peer, kDataTag);
+      comm.send(small, peer, kAckTag);
+    }
+  }
+  LinkEstimate e;
+  if (!lead) return e;
+  e.latency_s = median(rtt) / 2.0;
+  // A transfer costs one latency plus the bytes; its small acknowledgement one more latency.
+  const double payload_s = median(transfer) - 2.0 * e.latency_s;
+  e.bandwidth_bytes_per_s = payload_s > 0.0 ? static_cast<double>(o.large_bytes) / payload_s : 0.0;
+  return e;
+}
+
+}  // namespace
+
+std::vector<std::vector<LinkEstimate>> probe_links(Communicator& comm, const ProbeOptions& options) {
+  const int n = comm.size();
+  const int me = comm.rank();
+  std::vector<LinkEstimate> row(static_cast<std::size_t>(n));
+  for (int a = 0; a < n; ++a)
+    for (int b = a + 1; b < n; ++b) {
+      if (me == a) row[b] = measure(comm, b, true, options);
+      else if (me == b) measure(comm, a, false, options);
+    }
+  auto rows = comm.all_gather(std::as_bytes(std::span<const LinkEstimate>(row)));
+  std::vector<std::vector<LinkEstimate>> matrix(n, std::vector<LinkEstimate>(n));
+  for (int a = 0; a < n; ++a) {
+    std::vector<LinkEstimate> r(n);
+    std::memcpy(r.data(), rows[a].data(), std::min(rows[a].size(), r.size() * sizeof(LinkEstimate)));
+    for (int b = a + 1; b < n; ++b) matrix[a][b] = matrix[b][a] = r[b];
+  }
+  return matrix;
+}
+
+}  // namespace diloco::comm
