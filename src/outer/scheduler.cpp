@@ -1,0 +1,52 @@
+// The overhead schedule and its running estimates.
+#include "outer/scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace diloco::outer {
+
+void Ema::add(double x) {
+  raw_ = weight_ * x + (1.0 - weight_) * raw_;
+  decay_ *= 1.0 - weight_;
+  ++count_;
+}
+
+double Ema::value() const { return count_ == 0 ? 0.0 : raw_ / (1.0 - decay_); }
+
+Scheduler::Scheduler(const ScheduleConfig& config, int initial_H)
+    : config_(config), H_(initial_H), step_(config.ema), sync_(config.ema) {}
+
+void Scheduler::observe(double slowest_step_s, double sync_s) {
+  if (std::isfinite(slowest_step_s) && slowest_step_s > 0.0) step_.add(slowest_step_s);
+  if (std::isfinite(sync_s) && sync_s >= 0.0) sync_.add(sync_s);
+}
+
+int Scheduler::ideal_H() const {
+  if (config_.mode == ScheduleMode::kFixed || step_.empty() || sync_.empty()) return H_;
+  const double f = config_.target_comm_share;
+  const double h = std::ceil(sync_.value() * (1.0 - f) / (f * step_.value()));
+  return static_cast<int>(std::clamp(h, static_cast<double>(config_.h_min), static_cast<double>(config_.h_max)));
+}
+
+Plan Scheduler::next() const {
+  Plan p;
+  p.H = ideal_H();
+  p.step_s = step_.value();
+  p.sync_s = sync_.value();
+  const double round_s = p.H * p.step_s + p.sync_s;
+  p.predicted_share = round_s > 0.0 ? p.sync_s / round_s : 0.0;
+  return p;
+}
+
+Plan Scheduler::advance() {
+  Plan p = next();
+  const double change = std::abs(static_cast<double>(p.H - H_)) / static_cast<double>(std::max(H_, 1));
+  if (change <= config_.hysteresis) p.H = H_;  // within the dead band: keep H
+  H_ = p.H;
+  const double round_s = p.H * p.step_s + p.sync_s;
+  p.predicted_share = round_s > 0.0 ? p.sync_s / round_s : 0.0;
+  return p;
+}
+
+}  // namespace diloco::outer

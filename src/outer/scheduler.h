@@ -1,0 +1,76 @@
+// Link-aware choice of the sync period H. From what the last rounds measured
+// (each site's inner-step time and the time one sync took), predict the
+// communication share of a round and pick H so it stays near a target:
+// blocking round T(H) = H * t_step(slowest) + T_sync, share f = T_sync / T(H),
+// so f <= target needs H >= T_sync (1 - target) / (target * t_step).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace diloco::outer {
+
+enum class ScheduleMode {
+  kFixed,     // H = sync.H every round
+  kOverhead,  // smallest H in [h_min, h_max] whose predicted share <= target
+};
+
+struct ScheduleConfig {
+  ScheduleMode mode = ScheduleMode::kFixed;
+  int h_min = 1;
+  int h_max = 100000;
+  double target_comm_share = 0.05;
+  // A new H is adopted only when it differs from the current one by more than
+  // this fraction, so noise in the measurements does not make H flap.
+  double hysteresis = 0.2;
+  double ema = 0.5;  // weight of the newest measurement in the running estimates
+};
+
+// Bias-corrected exponential moving average: e = a x + (1 - a) e, reported as
+// e / (1 - (1 - a)^k) so the first values are not pulled towards zero.
+class Ema {
+ public:
+  explicit Ema(double weight) : weight_(weight) {}
+  void add(double x);
+  double value() const;
+  bool empty() const { return count_ == 0; }
+
+ private:
+  double weight_;
+  double raw_ = 0.0;
+  double decay_ = 1.0;  // (1 - a)^k
+  int count_ = 0;
+};
+
+struct Plan {
+  int H = 1;
+  double predicted_share = 0.0;  // for the round about to run
+  double step_s = 0.0;           // estimated slowest inner step
+  double sync_s = 0.0;           // estimated sync time
+};
+
+class Scheduler {
+ public:
+  Scheduler(const ScheduleConfig& config, int initial_H);
+
+  // Feeds one finished round: the slowest site's mean inner-step time and the
+  // measured sync time (exchange, outer step, adoption). Every site leader
+  // passes the same values (gathered), so all reach the same plan.
+  void observe(double slowest_step_s, double sync_s);
+
+  // H for the next round.
+  Plan next() const;
+  int current_H() const { return H_; }
+  // Adopts next().H, honouring the hysteresis; returns the plan used.
+  Plan advance();
+
+ private:
+  int ideal_H() const;
+
+  ScheduleConfig config_;
+  int H_;
+  Ema step_;
+  Ema sync_;
+};
+
+}  // namespace diloco::outer
