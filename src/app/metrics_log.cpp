@@ -33,6 +33,17 @@ std::string MetricsLog::to_json(const outer::RoundMetrics& m) {
   put_number(out, m.compute_s);
   out << ",\"comm_s\":";
   put_number(out, m.comm_s);
+  out << ",\"wait_s\":";
+  put_number(out, m.wait_s);
+  out << ",\"comm_share\":";
+  put_number(out, m.comm_share);
+  out << ",\"predicted_comm_share\":";
+  put_number(out, m.predicted_comm_share);
+  out << ",\"step_s\":";
+  put_number(out, m.step_s);
+  out << ",\"sync_s\":";
+  put_number(out, m.sync_s);
+  out << ",\"next_H\":" << m.next_H;
   out << ",\"excluded\":[";
   for (std::size_t i = 0; i < m.excluded.size(); ++i)
     out << (i ? "," : "") << "{\"site\":" << m.excluded[i].site << ",\"reason\":\"" << outer::to_string(m.excluded[i].reason)

@@ -312,6 +312,15 @@ const std::vector<Key>& keys() {
                                ">= 0 (0 turns the outlier check off)"));
 
     k.push_back(integer_key("sync", "H", &R::sync, &outer::SyncConfig::H, 1, 1 << 30));
+    k.push_back(enum_key("sync", "schedule", &R::sync, &outer::SyncConfig::schedule_mode,
+                         std::vector<std::pair<std::string, outer::ScheduleMode>>{
+                             {"fixed", outer::ScheduleMode::kFixed}, {"overhead", outer::ScheduleMode::kOverhead}}));
+    k.push_back(integer_key("sync", "h_min", &R::sync, &outer::SyncConfig::h_min, 1, 1 << 30));
+    k.push_back(integer_key("sync", "h_max", &R::sync, &outer::SyncConfig::h_max, 1, 1 << 30));
+    k.push_back(number_key("sync", "target_comm_share", &R::sync, &outer::SyncConfig::target_comm_share,
+                           [](double v) { return v > 0.0 && v < 1.0; }, "in (0, 1)"));
+    k.push_back(number_key("sync", "hysteresis", &R::sync, &outer::SyncConfig::hysteresis,
+                           [](double v) { return v >= 0.0 && v < 10.0; }, "in [0, 10)"));
     k.push_back(number_key("sync", "timeout_s", &R::timeouts, &TimeoutSection::timeout_s, positive, "> 0"));
     k.push_back(number_key("sync", "startup_timeout_s", &R::timeouts, &TimeoutSection::startup_timeout_s, positive, "> 0"));
 
@@ -438,6 +447,10 @@ Recipe validate(const toml::table& root, const std::string& source, const std::s
   } else if (!r.links.changes.empty()) {
     throw RecipeError(locate("links", "changes") + ": links.changes needs links.latency_ms or links.bandwidth_mbps");
   }
+  if (r.sync.h_min > r.sync.h_max)
+    throw RecipeError(locate("sync", "h_min") + ": sync.h_min (" + std::to_string(r.sync.h_min) +
+                      ") is above sync.h_max (" + std::to_string(r.sync.h_max) + ")");
+  r.sync.apply_schedule_keys();
   if (r.model.d_model % r.model.n_heads != 0)
     throw RecipeError(locate("model", "n_heads") + ": model.n_heads must divide model.d_model (" +
                       std::to_string(r.model.n_heads) + " does not divide " + std::to_string(r.model.d_model) + ")");

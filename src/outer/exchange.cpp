@@ -128,7 +128,9 @@ ExchangeStats Exchange::average(std::span<float> delta, double weight, std::int6
   const int me = leaders_.rank();
   const std::uint64_t seed = mix(mix(options_.seed ^ static_cast<std::uint64_t>(round)) ^ static_cast<std::uint64_t>(me));
 
+  const auto agree_start = std::chrono::steady_clock::now();
   const auto weights = agree_weights(delta, weight, diverged, stats.excluded);
+  stats.agree_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - agree_start).count();
   double total = 0.0;
   for (double w : weights) total += w;
   if (total <= 0.0) throw ExchangeError("no site has a usable pseudo-gradient this round", -1);

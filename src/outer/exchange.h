@@ -65,6 +65,9 @@ struct ExchangeStats {
   ExchangeAlgorithm algorithm = ExchangeAlgorithm::kAllGather;
   std::vector<ExcludedSite> excluded;  // sites left out of this round, in site order
   double seconds = 0.0;
+  // The first, tiny gather that agrees on weights: on the last site to arrive
+  // it costs one message; on the others it also holds the wait for that site.
+  double agree_seconds = 0.0;
 };
 
 class Exchange {

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 namespace diloco::outer {
 
@@ -10,6 +12,12 @@ void Ema::add(double x) {
   raw_ = weight_ * x + (1.0 - weight_) * raw_;
   decay_ *= 1.0 - weight_;
   ++count_;
+}
+
+void Ema::load(const std::vector<double>& s) {
+  raw_ = s.at(0);
+  decay_ = s.at(1);
+  count_ = static_cast<int>(s.at(2));
 }
 
 double Ema::value() const { return count_ == 0 ? 0.0 : raw_ / (1.0 - decay_); }
@@ -47,6 +55,26 @@ Plan Scheduler::advance() {
   const double round_s = p.H * p.step_s + p.sync_s;
   p.predicted_share = round_s > 0.0 ? p.sync_s / round_s : 0.0;
   return p;
+}
+
+}  // namespace diloco::outer
+
+namespace diloco::outer {
+
+std::vector<double> Scheduler::state() const {
+  std::vector<double> out{static_cast<double>(H_)};
+  for (const auto& e : {step_, sync_}) {
+    const auto s = e.state();
+    out.insert(out.end(), s.begin(), s.end());
+  }
+  return out;
+}
+
+void Scheduler::load(const std::vector<double>& state) {
+  if (state.size() != 7) throw std::invalid_argument("scheduler state has " + std::to_string(state.size()) + " values, expected 7");
+  H_ = static_cast<int>(state[0]);
+  step_.load({state[1], state[2], state[3]});
+  sync_.load({state[4], state[5], state[6]});
 }
 
 }  // namespace diloco::outer

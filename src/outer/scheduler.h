@@ -23,7 +23,7 @@ struct ScheduleConfig {
   // A new H is adopted only when it differs from the current one by more than
   // this fraction, so noise in the measurements does not make H flap.
   double hysteresis = 0.2;
-  double ema = 0.5;  // weight of the newest measurement in the running estimates
+  double ema = 0.7;  // weight of the newest measurement: react within a round or two
 };
 
 // Bias-corrected exponential moving average: e = a x + (1 - a) e, reported as
@@ -34,6 +34,10 @@ class Ema {
   void add(double x);
   double value() const;
   bool empty() const { return count_ == 0; }
+
+  // The raw state, for checkpoints (exact resume).
+  std::vector<double> state() const { return {raw_, decay_, static_cast<double>(count_)}; }
+  void load(const std::vector<double>& s);
 
  private:
   double weight_;
@@ -63,6 +67,9 @@ class Scheduler {
   int current_H() const { return H_; }
   // Adopts next().H, honouring the hysteresis; returns the plan used.
   Plan advance();
+
+  std::vector<double> state() const;
+  void load(const std::vector<double>& state);  // throws std::invalid_argument
 
  private:
   int ideal_H() const;

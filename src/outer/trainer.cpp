@@ -30,7 +30,9 @@ Trainer::Trainer(comm::SiteComms& comms, inner::InnerLoop& inner, std::unique_pt
       sync_(sync),
       eval_(eval),
       checkpoint_(std::move(checkpoint)),
-      faults_(faults) {
+      faults_(faults),
+      scheduler_(sync.schedule, sync.H),
+      H_(sync.H) {
   if (comms_.topology.is_leader() && (!exchange_ || !outer_ || !comms_.leaders))
     throw std::invalid_argument("a site leader needs an exchange, an outer optimizer and the leaders communicator");
 }
@@ -39,7 +41,6 @@ RunSummary Trainer::run(const Hooks& hooks) {
   const auto start = std::chrono::steady_clock::now();
   RunSummary summary;
   RoundMetrics metrics = restored_;
-  metrics.H = sync_.H;
   const double wall_before = metrics.wall_s;  // time spent before a resume
 
   // Every rank built the same initial model from the shared seed (or loaded
@@ -56,7 +57,11 @@ RunSummary Trainer::run(const Hooks& hooks) {
 
   for (int round = start_round_ + 1; round <= outer_config_.rounds; ++round) {
     metrics.round = round;
-    const auto stats = inner_.run(sync_.H, [&](int step, double loss) {
+    metrics.H = H_;
+    metrics.predicted_comm_share = scheduler_.next().predicted_share;
+    const double wall_at_start = metrics.wall_s;
+    const double comm_at_start = metrics.comm_s;
+    const auto stats = inner_.run(H_, [&](int step, double loss) {
       if (hooks.on_step) hooks.on_step(round, step, loss);
     });
     metrics.compute_s += stats.seconds;
@@ -64,12 +69,17 @@ RunSummary Trainer::run(const Hooks& hooks) {
     const auto comm_start = std::chrono::steady_clock::now();
     if (comms_.topology.is_leader()) outer_step(stats, metrics);
     adopt_global();
-    metrics.comm_s += seconds_since(comm_start);
+    share_next_H(metrics);
+    metrics.comm_s += seconds_since(comm_start) - wait_this_round_;
+    metrics.wait_s += wait_this_round_;
+    wait_this_round_ = 0.0;
 
     const bool last = round == outer_config_.rounds;
     metrics.eval_loss.reset();
     if (last || round % eval_.every == 0) metrics.eval_loss = inner_.eval_loss(eval_.windows);
     metrics.wall_s = wall_before + seconds_since(start);
+    const double round_s = metrics.wall_s - wall_at_start;
+    metrics.comm_share = round_s > 0.0 ? (metrics.comm_s - comm_at_start) / round_s : 0.0;
     if (hooks.on_round) hooks.on_round(metrics);
 
     const bool stop = !last && agree_stop(hooks);
@@ -111,9 +121,13 @@ void Trainer::outer_step(const inner::InnerStats& stats, RoundMetrics& metrics) 
   const bool excluded = std::any_of(metrics.excluded.begin(), metrics.excluded.end(),
                                     [&](const ExcludedSite& e) { return e.site == comms_.topology.site; });
   SiteReport mine{excluded ? 0.0 : stats.mean_loss, excluded ? 0.0 : static_cast<double>(stats.tokens),
-                  static_cast<double>(leaders.traffic().bytes_sent)};
+                  static_cast<double>(leaders.traffic().bytes_sent),
+                  stats.steps > 0 ? stats.seconds / stats.steps : 0.0, exchanged.seconds, last_report_s_,
+                  exchanged.agree_seconds};
   const auto before_report = leaders.traffic().bytes_sent;
+  const auto report_start = std::chrono::steady_clock::now();
   auto reports = leaders.all_gather(std::as_bytes(std::span<const SiteReport>(&mine, 1)));
+  last_report_s_ = seconds_since(report_start);
   // Every leader sends the same-sized report, so this one's cost times the
   // number of sites completes the count (and a resumed run counts the same).
   const double report_bytes = static_cast<double>(leaders.traffic().bytes_sent - before_report) *
@@ -121,6 +135,10 @@ void Trainer::outer_step(const inner::InnerStats& stats, RoundMetrics& metrics) 
   double loss_weighted = 0.0;
   double tokens = 0.0;
   double bytes = 0.0;
+  double slowest_step = 0.0;
+  double quickest_exchange = std::numeric_limits<double>::infinity();
+  double quickest_report = std::numeric_limits<double>::infinity();
+  double quickest_agree = std::numeric_limits<double>::infinity();
   for (const auto& raw : reports) {
     SiteReport r;
     if (raw.size() != sizeof(SiteReport)) throw std::runtime_error("malformed site report");
@@ -128,10 +146,31 @@ void Trainer::outer_step(const inner::InnerStats& stats, RoundMetrics& metrics) 
     loss_weighted += r.mean_loss * r.tokens;
     tokens += r.tokens;
     bytes += r.bytes_sent;
+    slowest_step = std::max(slowest_step, r.step_s);
+    // The last site to arrive waits for nobody: its time is the sync itself.
+    quickest_exchange = std::min(quickest_exchange, r.exchange_s);
+    // This gather's own cost is only known afterwards; the last round's stands in.
+    quickest_report = std::min(quickest_report, r.report_s);
+    quickest_agree = std::min(quickest_agree, r.agree_s);
   }
+  // What this site spent waiting for the last one to arrive.
+  wait_this_round_ = std::max(0.0, exchanged.agree_seconds - quickest_agree);
+  // Every leader saw the same reports, so every leader plans the same H.
+  metrics.step_s = slowest_step;
+  metrics.sync_s = quickest_exchange + quickest_report;
+  scheduler_.observe(slowest_step, metrics.sync_s);
+  H_ = scheduler_.advance().H;
   metrics.train_loss = tokens > 0 ? loss_weighted / tokens : 0.0;
   metrics.tokens += static_cast<std::int64_t>(tokens);
   metrics.bytes_sent = restored_.bytes_sent + static_cast<std::uint64_t>(bytes + report_bytes);
+}
+
+// The leader tells its site the H it planned for the next round.
+void Trainer::share_next_H(RoundMetrics& metrics) {
+  std::int64_t h = H_;
+  comm::broadcast_values(*comms_.site, std::span<std::int64_t>(&h, 1), 0);
+  H_ = static_cast<int>(h);
+  metrics.next_H = H_;
 }
 
 // Every rank of the site takes the leader's parameters (the new global ones).

@@ -13,11 +13,27 @@
 #include "inner/inner_loop.h"
 #include "outer/exchange.h"
 #include "outer/outer_optimizer.h"
+#include "outer/scheduler.h"
 
 namespace diloco::outer {
 
 struct SyncConfig {
-  int H = 50;  // inner steps per round
+  int H = 50;  // inner steps per round (the first round's, when scheduled)
+  // Recipe keys of the schedule, copied into `schedule` by apply_schedule_keys().
+  ScheduleMode schedule_mode = ScheduleMode::kFixed;
+  int h_min = 1;
+  int h_max = 100000;
+  double target_comm_share = 0.05;
+  double hysteresis = 0.2;
+  ScheduleConfig schedule;
+
+  void apply_schedule_keys() {
+    schedule.mode = schedule_mode;
+    schedule.h_min = h_min;
+    schedule.h_max = h_max;
+    schedule.target_comm_share = target_comm_share;
+    schedule.hysteresis = hysteresis;
+  }
 };
 
 // Test-only fault injection ([debug] in a recipe), on real code paths.
@@ -41,7 +57,13 @@ struct RoundMetrics {
   std::uint64_t bytes_sent = 0;   // cumulative, sent between sites by all leaders
   double wall_s = 0.0;
   double compute_s = 0.0;         // inner steps, cumulative
-  double comm_s = 0.0;            // exchange, outer step and adoption, cumulative
+  double comm_s = 0.0;            // exchange, outer step and adoption, cumulative, less wait_s
+  double wait_s = 0.0;            // time spent waiting for slower sites at the exchange, cumulative
+  double comm_share = 0.0;            // this round: comm time / round time, measured
+  double predicted_comm_share = 0.0;  // what the plan expected for this round (0 before any measurement)
+  double step_s = 0.0;                // slowest site's mean inner step this round
+  double sync_s = 0.0;                // the quickest leader's exchange time this round (no straggler wait)
+  int next_H = 0;                     // H the schedule chose for the next round
   std::vector<ExcludedSite> excluded;  // sites left out of this round's average, with why
   std::int64_t excluded_total = 0;     // cumulative count of exclusions
 };
@@ -110,10 +132,15 @@ class Trainer {
     double mean_loss = 0.0;
     double tokens = 0.0;
     double bytes_sent = 0.0;
+    double step_s = 0.0;      // mean inner step of this site
+    double exchange_s = 0.0;  // this leader's exchange time
+    double report_s = 0.0;    // this leader's previous report gather
+    double agree_s = 0.0;     // this leader's weight agreement (holds its wait for slower sites)
   };
 
   void outer_step(const inner::InnerStats& stats, RoundMetrics& metrics);
   void adopt_global();
+  void share_next_H(RoundMetrics& metrics);
   bool agree_stop(const Hooks& hooks);
   void save_checkpoint(int round, const RoundMetrics& metrics, double initial_eval_loss);
 
@@ -131,6 +158,10 @@ class Trainer {
   double restored_initial_eval_ = 0.0;
   std::vector<float> global_;
   std::vector<float> delta_;
+  Scheduler scheduler_;
+  int H_;
+  double last_report_s_ = 0.0;
+  double wait_this_round_ = 0.0;
 };
 
 }  // namespace diloco::outer

@@ -67,10 +67,14 @@ void Trainer::save_checkpoint(int round, const RoundMetrics& metrics, double ini
       g.f64(metrics.wall_s);
       g.f64(metrics.compute_s);
       g.f64(metrics.comm_s);
+      g.f64(metrics.wait_s);
       g.u64(static_cast<std::uint64_t>(metrics.excluded_total));
       g.floats(global_);
       g.floats(outer_->state());
       g.u64(outer_->started() ? 1 : 0);
+      const auto sched = scheduler_.state();
+      g.u64(sched.size());
+      for (double v : sched) g.f64(v);
       files.push_back(CheckpointStore::write_file(staging, "global.bin", g.data()));
       files.push_back(CheckpointStore::write_file(staging, "recipe.toml", checkpoint_.recipe_toml));
     }
@@ -136,11 +140,21 @@ void Trainer::restore(const std::string& path) {
     restored_.wall_s = g.f64("wall time");
     restored_.compute_s = g.f64("compute time");
     restored_.comm_s = g.f64("comm time");
+    restored_.wait_s = g.f64("wait time");
     restored_.excluded_total = static_cast<std::int64_t>(g.u64("exclusions"));
     const auto global = g.floats("global params");
     const auto outer_state = g.floats("outer state");
     const bool started = g.u64("outer started") != 0;
+    std::vector<double> sched(g.u64("scheduler state size"));
+    if (sched.size() > 64) throw CheckpointError(path + "/global.bin: malformed scheduler state");
+    for (auto& v : sched) v = g.f64("scheduler state");
     g.expect_end();
+    try {
+      scheduler_.load(sched);
+    } catch (const std::invalid_argument& e) {
+      throw CheckpointError(path + "/global.bin: " + e.what());
+    }
+    H_ = scheduler_.current_H();
     if (global.size() != inner_.num_params())
       throw CheckpointError(path + " holds " + std::to_string(global.size()) + " parameters; the model has " +
                             std::to_string(inner_.num_params()));
@@ -193,10 +207,16 @@ std::string Trainer::describe_checkpoint(const std::string& path) {
   out << "wall s       " << g.f64("wall time") << "\n";
   g.f64("compute time");
   g.f64("comm time");
+  g.f64("wait time");
   out << "exclusions   " << g.u64("exclusions") << "\n";
   out << "global params " << g.floats("global params").size() << "\n";
   out << "outer state  " << g.floats("outer state").size() << " values\n";
   g.u64("outer started");
+  const auto sched_size = g.u64("scheduler state size");
+  for (std::uint64_t i = 0; i < sched_size && i < 64; ++i) {
+    const double v = g.f64("scheduler state");
+    if (i == 0) out << "next H       " << v << "\n";
+  }
   g.expect_end();
   return out.str();
 }

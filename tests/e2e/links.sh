@@ -44,6 +44,52 @@ assert len(rows) == 7
 assert per_round[5] > 2.0 * per_round[4], per_round
 PY
 
+# The overhead schedule on a slow emulated link: the communication share stays
+# near its target; when site 1's bandwidth drops 10x at round 6, H rises within
+# 2 rounds and the share comes back; when it recovers at round 10, H comes down.
+cat > "$WORK/overhead.toml" <<'TOML'
+[model]
+d_model = 64
+[data]
+batch_size = 8
+[inner]
+lr = 2e-3
+warmup_steps = 10
+[outer]
+rounds = 14
+[sync]
+H = 5
+schedule = "overhead"
+target_comm_share = 0.1
+h_min = 2
+h_max = 400
+[compression]
+codec = "int8"
+[topology]
+sites = 2
+[links]
+latency_ms = [20.0, 20.0]
+bandwidth_mbps = [20.0, 20.0]
+changes = [ { round = 6, site = 1, bandwidth_mbps = 2.0 }, { round = 10, site = 1, bandwidth_mbps = 20.0 } ]
+[metrics]
+eval_every = 1000
+TOML
+mpi 2 "$DILOCO_BIN" train "$WORK/overhead.toml" --out "$WORK/overhead" > "$WORK/overhead.log" 2>&1 \
+  || { tail -20 "$WORK/overhead.log"; fail "overhead run"; }
+python3 - "$WORK/overhead/metrics.jsonl" <<'PY' && pass "overhead schedule follows the link" || fail "overhead schedule"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+for r in rows:
+    print(r["round"], "H", r["H"], "share", round(r["comm_share"], 3), "predicted", round(r["predicted_comm_share"], 3))
+H = {r["round"]: r["H"] for r in rows}
+share = {r["round"]: r["comm_share"] for r in rows}
+overall = rows[-1]["comm_s"] / rows[-1]["wall_s"]
+assert overall <= 0.1 + 0.03, f"share over the run {overall:.3f}"
+assert max(H[6], H[7]) > 2 * H[5], "H did not rise within 2 rounds of the drop"
+assert min(share[8], share[9]) <= 0.1 + 0.03, "share did not come back after the drop"
+assert H[13] < H[9], "H did not come down after the recovery"
+PY
+
 # A links array that does not match the site count is a recipe error.
 printf '[topology]\nsites = 3\n[links]\nlatency_ms = [1.0, 2.0]\n' > "$WORK/bad.toml"
 expect_exit 2 "links.latency_ms has 2 entries; topology.sites is 3" "links length mismatch" -- \

@@ -44,6 +44,12 @@ struct RunSetup {
   std::uint64_t seed = 17;
 };
 
+outer::SyncConfig sync_of(int H) {
+  outer::SyncConfig c;
+  c.H = H;
+  return c;
+}
+
 inner::ShardSpec shard_of(const comm::Topology& t) { return {t.site, t.num_sites, t.site_rank, t.site_size}; }
 
 // Everything one rank needs for a run, built in dependency order.
@@ -58,7 +64,7 @@ struct Run {
                     ? std::make_unique<outer::Exchange>(*comms.leaders, compression::make_codec("none"))
                     : nullptr,
                 comms.topology.is_leader() ? outer::make_outer_optimizer(s.outer, loop.num_params()) : nullptr,
-                s.outer, outer::SyncConfig{s.H}, outer::EvalConfig{1, 8}) {}
+                s.outer, sync_of(s.H), outer::EvalConfig{1, 8}) {}
 
   comm::SiteComms comms;
   outer::CommReplicaGroup group;
