@@ -2,6 +2,7 @@
 // exit codes: 2 bad input, 3 communication failure, 1 internal.
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include <cxxopts.hpp>
 
 #include "app/inspect_command.h"
+#include "app/plan_command.h"
 #include "app/probe_command.h"
 #include "app/recipe.h"
 #include "app/train_command.h"
@@ -28,6 +30,7 @@ const char* kUsage =
     "  check RECIPE [--set section.key=value]...               validate, print the effective recipe\n"
     "  inspect CHECKPOINT                                      verify a checkpoint, print what it holds\n"
     "  probe RECIPE [--set ...] [--out DIR]                    measure links between sites (under mpirun)\n"
+    "  plan RECIPE [--set ...] [--links FILE] [--step-s S]     what-if table of H and codecs (no MPI)\n"
     "\n"
     "  diloco --version      print the version\n"
     "  diloco COMMAND --help options of a command\n"
@@ -53,13 +56,17 @@ struct CommandLine {
   std::vector<std::string> sets;
   std::string out;
   std::string resume = "none";
+  std::string links;
+  std::optional<double> step_s;
   bool help = false;
   std::string help_text;
 };
 
-CommandLine parse_command(const std::string& command, int argc, char** argv, bool with_out, bool with_resume) {
+CommandLine parse_command(const std::string& command, int argc, char** argv, bool with_out, bool with_resume,
+                          bool with_plan) {
   const char* what = command == "train"   ? "Train a recipe across sites; launch with mpirun or srun."
                      : command == "probe" ? "Measure latency and bandwidth between site leaders; launch with mpirun."
+                     : command == "plan"  ? "Predict round time, communication share and bytes for candidate H and codecs."
                                           : "Validate a recipe and print its effective form (no MPI).";
   cxxopts::Options options("diloco " + command, what);
   options.positional_help("RECIPE");
@@ -67,6 +74,10 @@ CommandLine parse_command(const std::string& command, int argc, char** argv, boo
       "set", "override a key: section.key=value (TOML value or bare string); repeatable",
       cxxopts::value<std::vector<std::string>>())("h,help", "show this help");
   if (with_out) options.add_options()("out", "output folder (overrides run.out_dir)", cxxopts::value<std::string>());
+  if (with_plan)
+    options.add_options()("links", "links.json written by diloco probe (default: the recipe's [links])",
+                          cxxopts::value<std::string>())(
+        "step-s", "inner-step time in seconds (default: measured here)", cxxopts::value<double>());
   if (with_resume)
     options.add_options()("resume", "auto (newest checkpoint that verifies), none, or a checkpoint folder",
                           cxxopts::value<std::string>()->default_value("none"));
@@ -82,6 +93,11 @@ CommandLine parse_command(const std::string& command, int argc, char** argv, boo
   if (result.unmatched().size() > 0) throw cxxopts::exceptions::exception("unexpected argument '" + result.unmatched()[0] + "'");
   cl.recipe = result["recipe"].as<std::string>();
   if (result.count("set")) cl.sets = result["set"].as<std::vector<std::string>>();
+  if (with_plan && result.count("links")) cl.links = result["links"].as<std::string>();
+  if (with_plan && result.count("step-s")) {
+    cl.step_s = result["step-s"].as<double>();
+    if (!(*cl.step_s > 0.0)) throw cxxopts::exceptions::exception("--step-s must be > 0");
+  }
   if (with_resume) {
     cl.resume = result["resume"].as<std::string>();
     if (cl.resume.empty()) throw cxxopts::exceptions::exception("--resume needs auto, none or a checkpoint folder");
@@ -119,11 +135,12 @@ int main(int argc, char** argv) {
     }
     return diloco::app::run_inspect(argv[2]);
   }
-  if (command != "train" && command != "check" && command != "probe") return input_error("unknown command '" + command + "'\n" + kUsage);
+  if (command != "train" && command != "check" && command != "probe" && command != "plan") return input_error("unknown command '" + command + "'\n" + kUsage);
 
   CommandLine cl;
   try {
-    cl = parse_command(command, argc - 1, argv + 1, command != "check", command == "train");
+    cl = parse_command(command, argc - 1, argv + 1, command == "train" || command == "probe", command == "train",
+                       command == "plan");
   } catch (const cxxopts::exceptions::exception& e) {
     return input_error(std::string(e.what()) + " (see diloco " + command + " --help)");
   }
@@ -146,5 +163,6 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (command == "probe") return diloco::app::run_probe(recipe, &argc, &argv);
+  if (command == "plan") return diloco::app::run_plan(recipe, {cl.links, cl.step_s});
   return diloco::app::run_train(recipe, cl.resume, &argc, &argv);
 }

@@ -49,8 +49,14 @@ Plan Scheduler::next() const {
 
 Plan Scheduler::advance() {
   Plan p = next();
+  // Asymmetric dead band: raise H as soon as the current one would overshoot
+  // the target (by 5%), lower it only for a change beyond the hysteresis.
+  const double current_round = H_ * p.step_s + p.sync_s;
+  const double current_share = current_round > 0.0 ? p.sync_s / current_round : 0.0;
   const double change = std::abs(static_cast<double>(p.H - H_)) / static_cast<double>(std::max(H_, 1));
-  if (change <= config_.hysteresis) p.H = H_;  // within the dead band: keep H
+  const bool raise = p.H > H_ && current_share > config_.target_comm_share * 1.05;
+  const bool lower = p.H < H_ && change > config_.hysteresis;
+  if (config_.mode == ScheduleMode::kFixed || !(raise || lower)) p.H = H_;
   H_ = p.H;
   const double round_s = p.H * p.step_s + p.sync_s;
   p.predicted_share = round_s > 0.0 ? p.sync_s / round_s : 0.0;

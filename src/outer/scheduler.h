@@ -20,8 +20,9 @@ struct ScheduleConfig {
   int h_min = 1;
   int h_max = 100000;
   double target_comm_share = 0.05;
-  // A new H is adopted only when it differs from the current one by more than
-  // this fraction, so noise in the measurements does not make H flap.
+  // H is lowered only when the new value is more than this fraction below the
+  // current one (raised as soon as the current H overshoots the target by
+  // 5%), so noise in the measurements does not make H flap.
   double hysteresis = 0.2;
   double ema = 0.7;  // weight of the newest measurement: react within a round or two
 };

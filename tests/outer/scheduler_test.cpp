@@ -62,8 +62,12 @@ TEST(SchedulerTest, HysteresisIgnoresSmallChangesButFollowsLargeOnes) {
   Scheduler s(c, 90);
   s.observe(0.1, 1.0);  // ideal 90
   EXPECT_EQ(s.advance().H, 90);
-  s.observe(0.1, 1.1);  // ideal 99: +10%, inside the band
+  s.observe(0.1, 1.04);  // ideal 94; H 90 gives share 0.1036, within 5% of target
   EXPECT_EQ(s.advance().H, 90);
+  s.observe(0.1, 0.95);  // ideal 86: 4% lower, inside the band
+  EXPECT_EQ(s.advance().H, 90);
+  s.observe(0.1, 1.2);  // ideal 108: H 90 would give share 0.118, raise at once
+  EXPECT_EQ(s.advance().H, 108);
   s.observe(0.1, 10.0);  // link 10x slower: ideal 900
   EXPECT_EQ(s.advance().H, 900);
   s.observe(0.1, 1.0);  // recovered: back down

@@ -1,0 +1,170 @@
+// The analytical model behind `plan`: a blocking round costs
+// H * t_step + T_sync, where T_sync is the metadata gathers (one latency each)
+// plus the pseudo-gradient exchange on the slowest link:
+//   all-gather: max over pairs of (alpha + payload / beta)
+//   ring:       2 (n - 1) * max over ring links of (alpha + payload / n / beta)
+// The step time is measured with the recipe's model and batch on this machine.
+#include "app/plan_command.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "diloco/compression/codec.h"
+#include "inner/inner_loop.h"
+
+namespace diloco::app {
+namespace {
+
+struct PairLink {
+  double latency_s = 0.0;
+  double bytes_per_s = 0.0;  // 0: unlimited
+};
+
+double transfer(const PairLink& l, double bytes) {
+  return l.latency_s + (l.bytes_per_s > 0.0 ? bytes / l.bytes_per_s : 0.0);
+}
+
+// Pair links from the links.json that `diloco probe` writes (its own fixed
+// format, so a small scan reads it).
+std::vector<std::vector<PairLink>> links_from_json(const std::string& path, int sites) {
+  std::ifstream in(path);
+  if (!in) throw RecipeError("--links " + path + ": cannot read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  std::vector<std::vector<PairLink>> m(sites, std::vector<PairLink>(sites));
+  std::size_t pos = 0;
+  int found = 0;
+  auto number_after = [&](const std::string& key, std::size_t from) {
+    const auto at = text.find("\"" + key + "\":", from);
+    if (at == std::string::npos) throw RecipeError("--links " + path + ": missing \"" + key + "\"");
+    return std::stod(text.substr(at + key.size() + 3));
+  };
+  while ((pos = text.find("{\"a\":", pos)) != std::string::npos) {
+    const int a = static_cast<int>(number_after("a", pos));
+    const int b = static_cast<int>(number_after("b", pos));
+    if (a < 0 || b < 0 || a >= sites || b >= sites)
+      throw RecipeError("--links " + path + ": pair (" + std::to_string(a) + ", " + std::to_string(b) +
+                        ") outside topology.sites = " + std::to_string(sites));
+    PairLink l{number_after("latency_ms", pos) / 1000.0, number_after("bandwidth_mbps", pos) * 1e6 / 8.0};
+    m[a][b] = m[b][a] = l;
+    ++found;
+    ++pos;
+  }
+  if (found != sites * (sites - 1) / 2)
+    throw RecipeError("--links " + path + ": " + std::to_string(found) + " pairs for " + std::to_string(sites) + " sites");
+  return m;
+}
+
+std::vector<std::vector<PairLink>> links_from_recipe(const Recipe& r) {
+  const int n = r.topology.sites;
+  std::vector<std::vector<PairLink>> m(n, std::vector<PairLink>(n));
+  auto emulator = r.links.emulator();
+  if (!emulator) return m;  // no links configured: free and instant
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b) {
+      if (a == b) continue;
+      const double lat = emulator->transfer_seconds(a, b, 0);
+      const double one_mb = emulator->transfer_seconds(a, b, 1000000) - lat;
+      m[a][b] = {lat, one_mb > 0.0 ? 1e6 / one_mb : 0.0};
+    }
+  return m;
+}
+
+
+}  // namespace
+
+int run_plan(const Recipe& recipe, const PlanOptions& options) {
+  const int n = recipe.topology.sites;
+  std::vector<std::vector<PairLink>> links;
+  double step_s = 0.0;
+  std::size_t params = 0;
+  try {
+    links = options.links_file.empty() ? links_from_recipe(recipe) : links_from_json(options.links_file, n);
+    inner::set_compute_threads(recipe.run.threads);
+    inner::SoloGroup solo;
+    const auto corpus = inner::Corpus::load(recipe.data.paths, recipe.data.eval_fraction, recipe.model.seq_len + 2);
+    inner::InnerLoop loop(recipe.model, recipe.inner, recipe.data, corpus, {}, solo,
+                          static_cast<std::uint64_t>(recipe.run.seed), 1000);
+    params = loop.num_params();
+    if (options.step_s) {
+      step_s = *options.step_s;
+    } else {
+      // Median of a few short runs after a warm-up, so one slow burst of the
+      // machine does not set the plan.
+      loop.run(5);
+      std::vector<double> samples;
+      for (int i = 0; i < 7; ++i) samples.push_back(loop.run(4).seconds / 4.0);
+      std::sort(samples.begin(), samples.end());
+      step_s = samples[samples.size() / 2];
+    }
+  } catch (const RecipeError& e) {
+    std::cerr << "diloco: error: " << e.what() << std::endl;
+    return 2;
+  } catch (const inner::DataError& e) {
+    std::cerr << "diloco: error: data.paths: " << e.what() << std::endl;
+    return 2;
+  }
+
+  double metadata_s = 0.0;  // the weight and report gathers: one small message each
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b)
+      if (a != b) metadata_s = std::max(metadata_s, 2.0 * transfer(links[a][b], 64));
+  auto sync_time = [&](const compression::Codec& codec, bool& ring) {
+    const double payload = static_cast<double>(codec.payload_size(params)) + 8.0;
+    double gather = 0.0;
+    for (int a = 0; a < n; ++a)
+      for (int b = 0; b < n; ++b)
+        if (a != b) gather = std::max(gather, transfer(links[a][b], payload));
+    double ring_hop = 0.0;
+    const double chunk = static_cast<double>(codec.payload_size((params + n - 1) / n));
+    for (int a = 0; a < n; ++a) ring_hop = std::max(ring_hop, transfer(links[a][(a + 1) % n], chunk));
+    // As the exchange decides: the ring when it sends fewer bytes (never for 2 sites).
+    ring = n >= 3 && 2.0 * (n - 1) * chunk < (n - 1) * payload;
+    return metadata_s + (ring ? 2.0 * (n - 1) * ring_hop : gather);
+  };
+
+  std::printf("plan for %s: %d sites, %zu params, inner step %.4f s (%s), target share %.2f\n",
+              recipe.run.name.c_str(), n, params, step_s, options.step_s ? "given" : "measured here, one rank",
+              recipe.sync.target_comm_share);
+  std::printf("%-10s %-10s %7s %12s %12s %10s %12s %10s\n", "codec", "exchange", "H", "round_s", "sync_s", "share",
+              "bytes/round", "util");
+  std::vector<std::string> codecs{recipe.compression.codec};
+  for (const char* c : {"none", "fp16", "int8", "int4", "topk"})
+    if (std::find(codecs.begin(), codecs.end(), c) == codecs.end()) codecs.push_back(c);
+  for (const auto& name : codecs) {
+    compression::CodecConfig config;
+    config.name = name;
+    config.block = static_cast<std::uint32_t>(recipe.compression.block);
+    config.topk_ratio = recipe.compression.topk_ratio;
+    auto codec = compression::make_codec(config);
+    bool ring = false;
+    const double sync = sync_time(*codec, ring);
+    const double f = recipe.sync.target_comm_share;
+    const int overhead_H = static_cast<int>(std::clamp(std::ceil(sync * (1.0 - f) / (f * step_s)),
+                                                       static_cast<double>(recipe.sync.h_min),
+                                                       static_cast<double>(recipe.sync.h_max)));
+    std::vector<int> candidates{recipe.sync.H, overhead_H};
+    for (int h : {10, 50, 100, 500}) candidates.push_back(h);
+    std::sort(candidates.begin(), candidates.end());
+    candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+    const double bytes = ring ? 2.0 * (n - 1) * static_cast<double>(codec->payload_size((params + n - 1) / n)) * n
+                              : static_cast<double>(n - 1) * static_cast<double>(codec->payload_size(params)) * n;
+    for (int h : candidates) {
+      const double round_s = h * step_s + sync;
+      const char* mark = h == overhead_H ? " <- overhead" : (h == recipe.sync.H ? " <- recipe" : "");
+      std::printf("%-10s %-10s %7d %12.3f %12.3f %10.3f %12.0f %9.1f%%%s\n", name.c_str(), ring ? "ring" : "all_gather",
+                  h, round_s, sync, sync / round_s, bytes, 100.0 * (1.0 - sync / round_s), mark);
+    }
+  }
+  std::printf("round_s = H * step + sync_s; share = sync_s / round_s; bytes/round: all site leaders together;\n"
+              "util = compute share of a blocking round. '<- overhead': smallest H meeting sync.target_comm_share.\n");
+  return 0;
+}
+
+}  // namespace diloco::app
