@@ -450,7 +450,6 @@ Recipe validate(const toml::table& root, const std::string& source, const std::s
   if (r.sync.h_min > r.sync.h_max)
     throw RecipeError(locate("sync", "h_min") + ": sync.h_min (" + std::to_string(r.sync.h_min) +
                       ") is above sync.h_max (" + std::to_string(r.sync.h_max) + ")");
-  r.sync.apply_schedule_keys();
   if (r.model.d_model % r.model.n_heads != 0)
     throw RecipeError(locate("model", "n_heads") + ": model.n_heads must divide model.d_model (" +
                       std::to_string(r.model.n_heads) + " does not divide " + std::to_string(r.model.d_model) + ")");

@@ -31,7 +31,7 @@ Trainer::Trainer(comm::SiteComms& comms, inner::InnerLoop& inner, std::unique_pt
       eval_(eval),
       checkpoint_(std::move(checkpoint)),
       faults_(faults),
-      scheduler_(sync.schedule, sync.H),
+      scheduler_(sync.schedule(), sync.H),
       H_(sync.H) {
   if (comms_.topology.is_leader() && (!exchange_ || !outer_ || !comms_.leaders))
     throw std::invalid_argument("a site leader needs an exchange, an outer optimizer and the leaders communicator");

@@ -19,20 +19,21 @@ namespace diloco::outer {
 
 struct SyncConfig {
   int H = 50;  // inner steps per round (the first round's, when scheduled)
-  // Recipe keys of the schedule, copied into `schedule` by apply_schedule_keys().
+  // The schedule's recipe keys; schedule() assembles the scheduler's config.
   ScheduleMode schedule_mode = ScheduleMode::kFixed;
   int h_min = 1;
   int h_max = 100000;
   double target_comm_share = 0.05;
   double hysteresis = 0.2;
-  ScheduleConfig schedule;
 
-  void apply_schedule_keys() {
-    schedule.mode = schedule_mode;
-    schedule.h_min = h_min;
-    schedule.h_max = h_max;
-    schedule.target_comm_share = target_comm_share;
-    schedule.hysteresis = hysteresis;
+  ScheduleConfig schedule() const {
+    ScheduleConfig c;
+    c.mode = schedule_mode;
+    c.h_min = h_min;
+    c.h_max = h_max;
+    c.target_comm_share = target_comm_share;
+    c.hysteresis = hysteresis;
+    return c;
   }
 };
 
