@@ -9,12 +9,92 @@
 namespace diloco::app {
 namespace {
 
-void put_number(std::ostringstream& out, double v) {
-  if (std::isfinite(v)) out << std::setprecision(9) << v;
-  else out << "null";  // JSON has no NaN or infinity
+// Appends "name":value pairs to one JSON object.
+class JsonObject {
+ public:
+  JsonObject() { out_ << "{"; }
+  JsonObject& number(const char* name, double v) {
+    key(name);
+    put(v);
+    return *this;
+  }
+  JsonObject& integer(const char* name, long long v) {
+    key(name);
+    out_ << v;
+    return *this;
+  }
+  JsonObject& optional(const char* name, const std::optional<double>& v) {
+    key(name);
+    if (v) put(*v); else out_ << "null";
+    return *this;
+  }
+  JsonObject& numbers(const char* name, const std::vector<double>& values) {
+    key(name);
+    out_ << "[";
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      if (i) out_ << ",";
+      put(values[i]);
+    }
+    out_ << "]";
+    return *this;
+  }
+  JsonObject& integers(const char* name, const std::vector<int>& values) {
+    key(name);
+    out_ << "[";
+    for (std::size_t i = 0; i < values.size(); ++i) out_ << (i ? "," : "") << values[i];
+    out_ << "]";
+    return *this;
+  }
+  // A value already written as JSON.
+  JsonObject& raw(const char* name, const std::string& json) {
+    key(name);
+    out_ << json;
+    return *this;
+  }
+  std::string done() {
+    out_ << "}";
+    return out_.str();
+  }
+
+ private:
+  void key(const char* name) {
+    out_ << (first_ ? "" : ",") << "\"" << name << "\":";
+    first_ = false;
+  }
+  void put(double v) {
+    if (std::isfinite(v)) out_ << std::setprecision(9) << v;
+    else out_ << "null";  // JSON has no NaN or infinity
+  }
+  std::ostringstream out_;
+  bool first_ = true;
+};
+
+double to_mbps(double bytes_per_s) { return bytes_per_s * 8.0 / 1e6; }
+
+std::string excluded_json(const std::vector<outer::ExcludedSite>& excluded) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < excluded.size(); ++i)
+    out += std::string(i ? "," : "") + JsonObject()
+                                .integer("site", excluded[i].site)
+                                .raw("reason", std::string("\"") + outer::to_string(excluded[i].reason) + "\"")
+                                .done();
+  return out + "]";
 }
 
 }  // namespace
+
+std::string link_pairs_json(const std::vector<std::vector<comm::LinkEstimate>>& m) {
+  std::string out = "[";
+  for (std::size_t a = 0; a < m.size(); ++a)
+    for (std::size_t b = a + 1; b < m.size(); ++b)
+      out += std::string(out.size() > 1 ? "," : "") + JsonObject()
+                                               .integer("a", static_cast<long long>(a))
+                                               .integer("b", static_cast<long long>(b))
+                                               .number("latency_ms", m[a][b].latency_s * 1000.0)
+                                               .number("bandwidth_mbps", to_mbps(m[a][b].bandwidth_bytes_per_s))
+                                               .done();
+  return out + "]";
+}
 
 MetricsLog::MetricsLog(const std::string& path, bool append)
     : out_(path, append ? std::ios::app : std::ios::trunc), path_(path) {
@@ -22,34 +102,31 @@ MetricsLog::MetricsLog(const std::string& path, bool append)
 }
 
 std::string MetricsLog::to_json(const outer::RoundMetrics& m) {
-  std::ostringstream out;
-  out << "{\"round\":" << m.round << ",\"H\":" << m.H << ",\"train_loss\":";
-  put_number(out, m.train_loss);
-  out << ",\"eval_loss\":";
-  if (m.eval_loss) put_number(out, *m.eval_loss); else out << "null";
-  out << ",\"tokens\":" << m.tokens << ",\"bytes_sent\":" << m.bytes_sent << ",\"wall_s\":";
-  put_number(out, m.wall_s);
-  out << ",\"compute_s\":";
-  put_number(out, m.compute_s);
-  out << ",\"comm_s\":";
-  put_number(out, m.comm_s);
-  out << ",\"wait_s\":";
-  put_number(out, m.wait_s);
-  out << ",\"comm_share\":";
-  put_number(out, m.comm_share);
-  out << ",\"predicted_comm_share\":";
-  put_number(out, m.predicted_comm_share);
-  out << ",\"step_s\":";
-  put_number(out, m.step_s);
-  out << ",\"sync_s\":";
-  put_number(out, m.sync_s);
-  out << ",\"next_H\":" << m.next_H;
-  out << ",\"excluded\":[";
-  for (std::size_t i = 0; i < m.excluded.size(); ++i)
-    out << (i ? "," : "") << "{\"site\":" << m.excluded[i].site << ",\"reason\":\"" << outer::to_string(m.excluded[i].reason)
-        << "\"}";
-  out << "],\"excluded_total\":" << m.excluded_total << "}";
-  return out.str();
+  JsonObject o;
+  o.integer("round", m.round)
+      .integer("H", m.H)
+      .number("train_loss", m.train_loss)
+      .optional("eval_loss", m.eval_loss)
+      .integer("tokens", m.tokens)
+      .integer("bytes_sent", static_cast<long long>(m.bytes_sent))
+      .number("wall_s", m.wall_s)
+      .number("compute_s", m.compute_s)
+      .number("comm_s", m.comm_s)
+      .number("wait_s", m.wait_s)
+      .number("comm_share", m.comm_share)
+      .number("predicted_comm_share", m.predicted_comm_share)
+      .number("step_s", m.step_s)
+      .number("sync_s", m.sync_s)
+      .integer("next_H", m.next_H)
+      .integers("site_steps", m.site_steps)
+      .numbers("site_step_s", m.site_step_s)
+      .integers("next_site_H", m.next_site_H)
+      .optional("link_latency_ms", m.link ? std::optional<double>(m.link->latency_s * 1000.0) : std::nullopt)
+      .optional("link_bandwidth_mbps",
+                m.link && m.link->bandwidth_bytes_per_s > 0.0 ? std::optional<double>(to_mbps(m.link->bandwidth_bytes_per_s))
+                                                              : std::nullopt);
+  if (!m.probed.empty()) o.raw("probed", link_pairs_json(m.probed));
+  return o.raw("excluded", excluded_json(m.excluded)).integer("excluded_total", m.excluded_total).done();
 }
 
 void MetricsLog::write(const outer::RoundMetrics& m) {

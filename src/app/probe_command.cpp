@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <iostream>
 
 #include "comm/link_probe.h"
+#include "app/metrics_log.h"
 #include "comm/mpi_communicator.h"
 
 namespace diloco::app {
@@ -34,9 +34,6 @@ int run_probe(const Recipe& recipe, int* argc, char*** argv) {
     std::printf("links between site leaders: latency ms / bandwidth Mbit/s (alpha + S/beta)\n%6s", "");
     for (int b = 0; b < n; ++b) std::printf(" %18s", ("site " + std::to_string(b)).c_str());
     std::printf("\n");
-    std::ostringstream json;
-    json << "{\"sites\":" << n << ",\"links\":[";
-    bool first = true;
     for (int a = 0; a < n; ++a) {
       std::printf("site %-2d", a);
       for (int b = 0; b < n; ++b) {
@@ -47,18 +44,12 @@ int run_probe(const Recipe& recipe, int* argc, char*** argv) {
         const auto& e = matrix[a][b];
         const double mbps = e.bandwidth_bytes_per_s * 8.0 / 1e6;
         std::printf(" %8.2f / %-8.2f", e.latency_s * 1e3, mbps);
-        if (a < b) {
-          json << (first ? "" : ",") << "{\"a\":" << a << ",\"b\":" << b << ",\"latency_ms\":" << e.latency_s * 1e3
-               << ",\"bandwidth_mbps\":" << mbps << "}";
-          first = false;
-        }
       }
       std::printf("\n");
     }
-    json << "]}\n";
     std::filesystem::create_directories(recipe.run.out_dir);
     const std::string path = recipe.run.out_dir + "/links.json";
-    std::ofstream(path) << json.str();
+    std::ofstream(path) << "{\"sites\":" << n << ",\"links\":" << link_pairs_json(matrix) << "}\n";
     std::printf("written to %s\n", path.c_str());
     return 0;
   } catch (const comm::CommError& e) {

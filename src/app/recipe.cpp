@@ -314,13 +314,16 @@ const std::vector<Key>& keys() {
     k.push_back(integer_key("sync", "H", &R::sync, &outer::SyncConfig::H, 1, 1 << 30));
     k.push_back(enum_key("sync", "schedule", &R::sync, &outer::SyncConfig::schedule_mode,
                          std::vector<std::pair<std::string, outer::ScheduleMode>>{
-                             {"fixed", outer::ScheduleMode::kFixed}, {"overhead", outer::ScheduleMode::kOverhead}}));
+                             {"fixed", outer::ScheduleMode::kFixed},
+                             {"overhead", outer::ScheduleMode::kOverhead},
+                             {"time-budget", outer::ScheduleMode::kTimeBudget}}));
     k.push_back(integer_key("sync", "h_min", &R::sync, &outer::SyncConfig::h_min, 1, 1 << 30));
     k.push_back(integer_key("sync", "h_max", &R::sync, &outer::SyncConfig::h_max, 1, 1 << 30));
     k.push_back(number_key("sync", "target_comm_share", &R::sync, &outer::SyncConfig::target_comm_share,
                            [](double v) { return v > 0.0 && v < 1.0; }, "in (0, 1)"));
     k.push_back(number_key("sync", "hysteresis", &R::sync, &outer::SyncConfig::hysteresis,
                            [](double v) { return v >= 0.0 && v < 10.0; }, "in [0, 10)"));
+    k.push_back(integer_key("sync", "reprobe_every", &R::sync, &outer::SyncConfig::reprobe_every, 0, 1 << 30));
     k.push_back(number_key("sync", "timeout_s", &R::timeouts, &TimeoutSection::timeout_s, positive, "> 0"));
     k.push_back(number_key("sync", "startup_timeout_s", &R::timeouts, &TimeoutSection::startup_timeout_s, positive, "> 0"));
 
@@ -351,6 +354,9 @@ const std::vector<Key>& keys() {
     k.push_back(integer_key("debug", "exit_step", &R::debug, &DebugSection::exit_step, 0, kBig));
     k.push_back(integer_key("debug", "freeze_rank", &R::debug, &DebugSection::freeze_rank, -1, 1 << 20));
     k.push_back(integer_key("debug", "freeze_step", &R::debug, &DebugSection::freeze_step, 0, kBig));
+    k.push_back(integer_key("debug", "slow_site", &R::debug, &DebugSection::slow_site, -1, 1 << 20));
+    k.push_back(number_key("debug", "slow_factor", &R::debug, &DebugSection::slow_factor,
+                           [](double v) { return v >= 1.0 && v <= 1000.0; }, "in [1, 1000]"));
     k.push_back(integer_key("metrics", "eval_every", &R::metrics, &outer::EvalConfig::every, 1, 1 << 30));
     k.push_back(integer_key("metrics", "eval_windows", &R::metrics, &outer::EvalConfig::windows, 1, 1 << 24));
     return k;
@@ -447,6 +453,9 @@ Recipe validate(const toml::table& root, const std::string& source, const std::s
   } else if (!r.links.changes.empty()) {
     throw RecipeError(locate("links", "changes") + ": links.changes needs links.latency_ms or links.bandwidth_mbps");
   }
+  if (r.debug.slow_site >= r.topology.sites)
+    throw RecipeError(locate("debug", "slow_site") + ": debug.slow_site names site " +
+                      std::to_string(r.debug.slow_site) + "; sites are 0.." + std::to_string(r.topology.sites - 1));
   if (r.sync.h_min > r.sync.h_max)
     throw RecipeError(locate("sync", "h_min") + ": sync.h_min (" + std::to_string(r.sync.h_min) +
                       ") is above sync.h_max (" + std::to_string(r.sync.h_max) + ")");

@@ -67,6 +67,8 @@ struct DebugSection {
   std::int64_t exit_step = 0;
   int freeze_rank = -1;  // this world rank stops itself (SIGSTOP) at freeze_step
   std::int64_t freeze_step = 0;
+  int slow_site = -1;        // every rank of this site steps slow_factor times slower
+  double slow_factor = 1.0;
 };
 
 // Emulated links between sites (empty arrays: none), one entry per site.

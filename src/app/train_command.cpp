@@ -214,6 +214,7 @@ int train(const Recipe& recipe, const std::string& resume, comm::MpiSession& mpi
   }
   if (!all_agree(*world, problem.empty()))
     return fail(problem.empty() ? "data: another rank's shard is unusable" : problem);
+  if (recipe.debug.slow_site == topo.site) inner_loop->set_slowdown(recipe.debug.slow_factor);
 
   std::unique_ptr<outer::Exchange> exchange;
   std::unique_ptr<outer::OuterOptimizer> outer_opt;
@@ -269,7 +270,7 @@ int train(const Recipe& recipe, const std::string& resume, comm::MpiSession& mpi
   const auto& debug = recipe.debug;
   hooks.on_step = [&](int round, int step, double loss) {
     // Test-only faults, on the real process: a rank that dies or freezes.
-    const std::int64_t global_step = static_cast<std::int64_t>(round - 1) * recipe.sync.H + step + 1;
+    const std::int64_t global_step = inner_loop->step();
     if (debug.exit_rank == mpi.world_rank() && debug.exit_step == global_step) {
       std::fprintf(stderr, "diloco: rank %d: [debug] exiting at inner step %lld\n", mpi.world_rank(),
                    static_cast<long long>(global_step));
@@ -282,9 +283,9 @@ int train(const Recipe& recipe, const std::string& resume, comm::MpiSession& mpi
     }
     if (!live) return;
     const auto now = std::chrono::steady_clock::now();
-    if (now - last_update < std::chrono::milliseconds(250) && step + 1 != recipe.sync.H) return;
+    if (now - last_update < std::chrono::milliseconds(250)) return;
     last_update = now;
-    std::printf("\rround %4d/%-4d step %5d/%-5d loss %6.3f", round, recipe.outer.rounds, step + 1, recipe.sync.H, loss);
+    std::printf("\rround %4d/%-4d step %5d loss %6.3f", round, recipe.outer.rounds, step + 1, loss);
     std::fflush(stdout);
   };
   hooks.on_round = [&](const outer::RoundMetrics& m) {

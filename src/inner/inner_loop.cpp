@@ -5,6 +5,7 @@
 #include <limits>
 #include <sstream>
 #include <cmath>
+#include <thread>
 
 #include "inner/gpt.h"
 #include "inner/lr_schedule.h"
@@ -108,6 +109,7 @@ struct InnerLoop::Impl {
   std::unique_ptr<torch::optim::AdamW> optimizer;
   std::vector<std::int64_t> batch;
   std::int64_t step = 0;
+  double slowdown = 1.0;
 };
 
 InnerLoop::InnerLoop(const ModelConfig& model, const InnerOptimConfig& optim, const DataConfig& data,
@@ -123,7 +125,10 @@ InnerStats InnerLoop::run(int steps, const std::function<void(int, double)>& on_
   double loss_sum = 0.0;
   impl_->model->train();
   for (int i = 0; i < steps; ++i) {
+    const auto step_start = std::chrono::steady_clock::now();
     const double loss = impl_->train_step();
+    if (impl_->slowdown > 1.0)
+      std::this_thread::sleep_for((std::chrono::steady_clock::now() - step_start) * (impl_->slowdown - 1.0));
     if (!std::isfinite(loss)) {
       stats.diverged = true;
       break;
@@ -162,6 +167,8 @@ double InnerLoop::eval_loss(int windows) {
 std::span<float> InnerLoop::params() {
   return {impl_->flat_params.data_ptr<float>(), impl_->num_params};
 }
+
+void InnerLoop::set_slowdown(double factor) { impl_->slowdown = factor; }
 
 std::size_t InnerLoop::num_params() const { return impl_->num_params; }
 

@@ -70,6 +70,10 @@ class InnerLoop {
   // Runs `steps` optimizer steps. `on_step(i, loss)` is called after each.
   InnerStats run(int steps, const std::function<void(int, double)>& on_step = {});
 
+  // Makes every step take `factor` times its compute time by sleeping the
+  // rest: a slower device, for tests of heterogeneous sites. 1 turns it off.
+  void set_slowdown(double factor);
+
   // Mean held-out loss over `windows` fixed windows, split across the group.
   double eval_loss(int windows);
 

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <string>
 
+#include "outer/pseudo_gradient.h"
+
 namespace diloco::outer {
 namespace {
 
@@ -26,7 +28,22 @@ std::pair<std::size_t, std::size_t> chunk(std::size_t count, int n, int c) {
 
 constexpr int kRingTag = 4242;
 
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 }  // namespace
+
+std::vector<std::vector<std::byte>> Exchange::timed_all_gather(std::span<const std::byte> mine, ExchangeStats& stats) {
+  const auto start = std::chrono::steady_clock::now();
+  auto all = leaders_.all_gather(mine);
+  stats.transfer_seconds += seconds_since(start);
+  stats.transfer_messages += 1;
+  std::size_t largest = 0;
+  for (const auto& p : all) largest = std::max(largest, p.size());
+  stats.critical_bytes += largest;
+  return all;
+}
 
 Exchange::Exchange(comm::Communicator& leaders, std::unique_ptr<compression::Codec> codec, ExchangeOptions options)
     : leaders_(leaders), codec_(std::move(codec)), options_(options) {}
@@ -64,17 +81,19 @@ const char* to_string(Exclusion reason) {
 
 // Every site learns every site's weight, update norm and health, and applies
 // the same rules, so all agree on who sits the round out without a vote.
-std::vector<double> Exchange::agree_weights(std::span<const float> delta, double weight, bool diverged,
-                                            std::vector<ExcludedSite>& excluded) {
+std::vector<double> Exchange::agree_shares(std::span<const float> delta, const SiteUpdate& update,
+                                           std::vector<ExcludedSite>& excluded) {
   struct Report {
     double weight;
+    double steps;
     double norm;
     double status;  // 0 usable, 1 non-finite, 2 diverged
   };
-  Report mine{weight, 0.0, 0.0};
-  if (diverged) {
+  Report mine{update.weight, static_cast<double>(update.steps), 0.0, 0.0};
+  if (update.diverged) {
     mine.status = 2.0;
-  } else if (!compression::all_finite(delta) || !std::isfinite(weight) || weight <= 0.0) {
+  } else if (!compression::all_finite(delta) || !std::isfinite(update.weight) || update.weight <= 0.0 ||
+             update.steps <= 0) {
     mine.status = 1.0;
   } else {
     double sum = 0.0;
@@ -89,6 +108,7 @@ std::vector<double> Exchange::agree_weights(std::span<const float> delta, double
     std::memcpy(&reports[s], raw[s].data(), sizeof(Report));
   }
   std::vector<double> weights(reports.size(), 0.0);
+  std::vector<double> steps(reports.size(), 0.0);
   for (std::size_t s = 0; s < reports.size(); ++s) {
     const auto& r = reports[s];
     if (r.status != 0.0) {
@@ -109,8 +129,9 @@ std::vector<double> Exchange::agree_weights(std::span<const float> delta, double
       }
     }
     weights[s] = r.weight;
+    steps[s] = r.steps;
   }
-  return weights;
+  return normalized_shares(weights, steps);
 }
 
 void Exchange::decode_into(std::span<const std::byte> payload, std::span<float> acc, float weight, int site) const {
@@ -121,7 +142,7 @@ void Exchange::decode_into(std::span<const std::byte> payload, std::span<float> 
                         site);
 }
 
-ExchangeStats Exchange::average(std::span<float> delta, double weight, std::int64_t round, bool diverged) {
+ExchangeStats Exchange::average(std::span<float> delta, const SiteUpdate& mine, std::int64_t round) {
   const auto start = std::chrono::steady_clock::now();
   const auto sent_before = leaders_.traffic().bytes_sent;
   ExchangeStats stats;
@@ -129,16 +150,14 @@ ExchangeStats Exchange::average(std::span<float> delta, double weight, std::int6
   const std::uint64_t seed = mix(mix(options_.seed ^ static_cast<std::uint64_t>(round)) ^ static_cast<std::uint64_t>(me));
 
   const auto agree_start = std::chrono::steady_clock::now();
-  const auto weights = agree_weights(delta, weight, diverged, stats.excluded);
-  stats.agree_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - agree_start).count();
-  double total = 0.0;
-  for (double w : weights) total += w;
-  if (total <= 0.0) throw ExchangeError("no site has a usable pseudo-gradient this round", -1);
-  std::vector<float> shares(weights.size());
-  for (std::size_t s = 0; s < weights.size(); ++s) shares[s] = static_cast<float>(weights[s] / total);
+  const auto exact_shares = agree_shares(delta, mine, stats.excluded);
+  stats.agree_seconds = seconds_since(agree_start);
+  if (std::all_of(exact_shares.begin(), exact_shares.end(), [](double s) { return s <= 0.0; }))
+    throw ExchangeError("no site has a usable pseudo-gradient this round", -1);
+  const std::vector<float> shares(exact_shares.begin(), exact_shares.end());
 
   // Error feedback: transmit decode(encode(delta + residual)); keep the rest.
-  if (options_.error_feedback && weights[me] > 0.0) {
+  if (options_.error_feedback && shares[me] > 0.0f) {
     if (!feedback_) feedback_.emplace(delta.size(), options_.error_feedback_decay);
     transmitted_.resize(delta.size());
     if (feedback_->encode(*codec_, delta, payload_, transmitted_, seed) != compression::EncodeError::kOk)
@@ -147,26 +166,28 @@ ExchangeStats Exchange::average(std::span<float> delta, double weight, std::int6
   }
 
   stats.algorithm = choose(delta.size());
-  if (stats.algorithm == ExchangeAlgorithm::kRing) ring_average(delta, shares, seed);
-  else all_gather_average(delta, shares, seed);
+  if (stats.algorithm == ExchangeAlgorithm::kRing) ring_average(delta, shares, seed, stats);
+  else all_gather_average(delta, shares, seed, stats);
 
   stats.payload_bytes = leaders_.traffic().bytes_sent - sent_before;
-  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats.seconds = seconds_since(start);
   return stats;
 }
 
-void Exchange::all_gather_average(std::span<float> delta, const std::vector<float>& shares, std::uint64_t seed) {
+void Exchange::all_gather_average(std::span<float> delta, const std::vector<float>& shares, std::uint64_t seed,
+                                  ExchangeStats& stats) {
   const int me = leaders_.rank();
   payload_.clear();
   if (shares[me] > 0.0f && codec_->encode(delta, payload_, seed) != compression::EncodeError::kOk)
     throw ExchangeError("cannot encode this site's pseudo-gradient", me);
-  auto payloads = leaders_.all_gather(payload_);
+  auto payloads = timed_all_gather(payload_, stats);
   std::fill(delta.begin(), delta.end(), 0.0f);
   for (std::size_t s = 0; s < payloads.size(); ++s)
     if (shares[s] > 0.0f) decode_into(payloads[s], delta, shares[s], static_cast<int>(s));
 }
 
-void Exchange::ring_average(std::span<float> delta, const std::vector<float>& shares, std::uint64_t seed) {
+void Exchange::ring_average(std::span<float> delta, const std::vector<float>& shares, std::uint64_t seed,
+                            ExchangeStats& stats) {
   const int n = leaders_.size();
   const int me = leaders_.rank();
   const int next = (me + 1) % n;
@@ -184,7 +205,11 @@ void Exchange::ring_average(std::span<float> delta, const std::vector<float>& sh
     if (codec_->encode(std::span<const float>(partial).subspan(sb, se - sb), payload_, mix(seed + step)) !=
         compression::EncodeError::kOk)
       throw ExchangeError("cannot encode a ring chunk", me);
+    const auto hop_start = std::chrono::steady_clock::now();
     auto incoming = leaders_.send_recv(payload_, next, prev, kRingTag + step);
+    stats.transfer_seconds += seconds_since(hop_start);
+    stats.transfer_messages += 1;
+    stats.critical_bytes += std::max(payload_.size(), incoming.size());
     auto [rb, re] = chunk(delta.size(), n, recv_chunk);
     decode_into(incoming, std::span<float>(partial).subspan(rb, re - rb), 1.0f, prev);
   }
@@ -196,7 +221,7 @@ void Exchange::ring_average(std::span<float> delta, const std::vector<float>& sh
   if (codec_->encode(std::span<const float>(partial).subspan(ob, oe - ob), payload_, mix(seed + n)) !=
       compression::EncodeError::kOk)
     throw ExchangeError("cannot encode the reduced chunk", me);
-  auto reduced = leaders_.all_gather(payload_);
+  auto reduced = timed_all_gather(payload_, stats);
   std::fill(delta.begin(), delta.end(), 0.0f);
   for (int s = 0; s < n; ++s) {
     auto [b, e] = chunk(delta.size(), n, (s + 1) % n);

@@ -60,6 +60,13 @@ struct ExchangeOptions {
   double max_norm_ratio = 0.0;  // 0: no outlier check
 };
 
+// What one site brings to an exchange besides its pseudo-gradient.
+struct SiteUpdate {
+  double weight = 1.0;  // tokens this round
+  int steps = 1;        // inner steps behind the pseudo-gradient (FedNova normalization)
+  bool diverged = false;  // its training loss became non-finite
+};
+
 struct ExchangeStats {
   std::uint64_t payload_bytes = 0;   // bytes this leader sent in this exchange
   ExchangeAlgorithm algorithm = ExchangeAlgorithm::kAllGather;
@@ -68,17 +75,23 @@ struct ExchangeStats {
   // The first, tiny gather that agrees on weights: on the last site to arrive
   // it costs one message; on the others it also holds the wait for that site.
   double agree_seconds = 0.0;
+  // The payload transfers alone (no encoding), for the passive link estimate:
+  // their time, how many went in sequence and the bytes on that critical path
+  // (the largest message of each).
+  double transfer_seconds = 0.0;
+  int transfer_messages = 0;
+  std::uint64_t critical_bytes = 0;
 };
 
 class Exchange {
  public:
   Exchange(comm::Communicator& leaders, std::unique_ptr<compression::Codec> codec, ExchangeOptions options = {});
 
-  // Replaces `delta` with sum_i w_i * delta_i / sum_i w_i over the sites that
-  // are not excluded, where w_i is each site's `weight` (tokens this round).
-  // `round` makes stochastic rounding differ between rounds. A site passes
-  // diverged = true when its training loss went non-finite.
-  ExchangeStats average(std::span<float> delta, double weight, std::int64_t round = 0, bool diverged = false);
+  // Replaces `delta` with sum_i share_i * delta_i over the sites that are not
+  // excluded: share_i = w_i / sum_j w_j when all ran the same steps, the
+  // FedNova normalization (normalized_shares) when they did not. `round`
+  // makes stochastic rounding differ between rounds.
+  ExchangeStats average(std::span<float> delta, const SiteUpdate& mine, std::int64_t round = 0);
 
   // The algorithm `kAuto` picks for `count` elements on this many sites.
   ExchangeAlgorithm choose(std::size_t count) const;
@@ -90,10 +103,14 @@ class Exchange {
   void set_residual(std::span<const float> residual);
 
  private:
-  std::vector<double> agree_weights(std::span<const float> delta, double weight, bool diverged,
-                                    std::vector<ExcludedSite>& excluded);
-  void all_gather_average(std::span<float> delta, const std::vector<float>& shares, std::uint64_t seed);
-  void ring_average(std::span<float> delta, const std::vector<float>& shares, std::uint64_t seed);
+  // Every site's share of the average (0: excluded, and why in `excluded`).
+  std::vector<double> agree_shares(std::span<const float> delta, const SiteUpdate& mine,
+                                   std::vector<ExcludedSite>& excluded);
+  void all_gather_average(std::span<float> delta, const std::vector<float>& shares, std::uint64_t seed,
+                          ExchangeStats& stats);
+  void ring_average(std::span<float> delta, const std::vector<float>& shares, std::uint64_t seed,
+                    ExchangeStats& stats);
+  std::vector<std::vector<std::byte>> timed_all_gather(std::span<const std::byte> mine, ExchangeStats& stats);
   void decode_into(std::span<const std::byte> payload, std::span<float> acc, float weight, int site) const;
 
   comm::Communicator& leaders_;

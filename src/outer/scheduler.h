@@ -3,9 +3,12 @@
 // communication share of a round and pick H so it stays near a target:
 // blocking round T(H) = H * t_step(slowest) + T_sync, share f = T_sync / T(H),
 // so f <= target needs H >= T_sync (1 - target) / (target * t_step).
+// In time-budget mode the fastest site's H follows that rule and every other
+// site runs H_i = H * t_fast / t_i steps, so all reach the exchange together.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace diloco::outer {
@@ -13,6 +16,7 @@ namespace diloco::outer {
 enum class ScheduleMode {
   kFixed,     // H = sync.H every round
   kOverhead,  // smallest H in [h_min, h_max] whose predicted share <= target
+  kTimeBudget,  // overhead's H for the fastest site, H_i proportional to speed
 };
 
 struct ScheduleConfig {
@@ -48,7 +52,8 @@ class Ema {
 };
 
 struct Plan {
-  int H = 1;
+  int H = 1;                     // the fastest site's (every site's, outside time-budget)
+  std::vector<int> site_H;       // per site; empty before any measurement
   double predicted_share = 0.0;  // for the round about to run
   double step_s = 0.0;           // estimated slowest inner step
   double sync_s = 0.0;           // estimated sync time
@@ -58,14 +63,17 @@ class Scheduler {
  public:
   Scheduler(const ScheduleConfig& config, int initial_H);
 
-  // Feeds one finished round: the slowest site's mean inner-step time and the
+  // Feeds one finished round: each site's mean inner-step time and the
   // measured sync time (exchange, outer step, adoption). Every site leader
   // passes the same values (gathered), so all reach the same plan.
-  void observe(double slowest_step_s, double sync_s);
+  void observe(std::span<const double> site_step_s, double sync_s);
+  void observe(double slowest_step_s, double sync_s) { observe(std::span<const double>(&slowest_step_s, 1), sync_s); }
 
   // H for the next round.
   Plan next() const;
   int current_H() const { return H_; }
+  // Steps `site` runs next round (H outside time-budget mode).
+  int site_H(int site) const;
   // Adopts next().H, honouring the hysteresis; returns the plan used.
   Plan advance();
 
@@ -74,11 +82,18 @@ class Scheduler {
 
  private:
   int ideal_H() const;
+  std::vector<int> split(int H) const;
+  double fastest_step() const;
+  // The step time the H rule plans with: the slowest site's, or in
+  // time-budget mode the fastest's (the others run proportionally fewer steps).
+  double planning_step() const;
 
   ScheduleConfig config_;
   int H_;
-  Ema step_;
+  std::vector<int> site_H_;
+  Ema step_;  // slowest site's step
   Ema sync_;
+  std::vector<Ema> site_step_;
 };
 
 }  // namespace diloco::outer

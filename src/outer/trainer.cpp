@@ -3,6 +3,7 @@
 #include "outer/trainer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <limits>
@@ -110,7 +111,8 @@ void Trainer::outer_step(const inner::InnerStats& stats, RoundMetrics& metrics) 
   compute_pseudo_gradient(global_, local, delta_);
   if (faults_.nan_site == comms_.topology.site && faults_.nan_round == metrics.round && !delta_.empty())
     delta_[0] = std::numeric_limits<float>::quiet_NaN();
-  const auto exchanged = exchange_->average(delta_, static_cast<double>(stats.tokens), metrics.round, stats.diverged);
+  const auto exchanged =
+      exchange_->average(delta_, SiteUpdate{static_cast<double>(stats.tokens), stats.steps, stats.diverged}, metrics.round);
   metrics.excluded = exchanged.excluded;
   metrics.excluded_total += static_cast<std::int64_t>(exchanged.excluded.size());
   outer_->step(global_, delta_);
@@ -123,7 +125,8 @@ void Trainer::outer_step(const inner::InnerStats& stats, RoundMetrics& metrics) 
   SiteReport mine{excluded ? 0.0 : stats.mean_loss, excluded ? 0.0 : static_cast<double>(stats.tokens),
                   static_cast<double>(leaders.traffic().bytes_sent),
                   stats.steps > 0 ? stats.seconds / stats.steps : 0.0, exchanged.seconds, last_report_s_,
-                  exchanged.agree_seconds};
+                  exchanged.agree_seconds, static_cast<double>(stats.steps), exchanged.transfer_seconds,
+                  static_cast<double>(exchanged.transfer_messages), static_cast<double>(exchanged.critical_bytes)};
   const auto before_report = leaders.traffic().bytes_sent;
   const auto report_start = std::chrono::steady_clock::now();
   auto reports = leaders.all_gather(std::as_bytes(std::span<const SiteReport>(&mine, 1)));
@@ -136,6 +139,10 @@ void Trainer::outer_step(const inner::InnerStats& stats, RoundMetrics& metrics) 
   double tokens = 0.0;
   double bytes = 0.0;
   double slowest_step = 0.0;
+  auto& site_step_s = metrics.site_step_s;
+  site_step_s.clear();
+  metrics.site_steps.clear();
+  const SiteReport* quickest_transfer = nullptr;
   double quickest_exchange = std::numeric_limits<double>::infinity();
   double quickest_report = std::numeric_limits<double>::infinity();
   double quickest_agree = std::numeric_limits<double>::infinity();
@@ -147,22 +154,47 @@ void Trainer::outer_step(const inner::InnerStats& stats, RoundMetrics& metrics) 
     tokens += r.tokens;
     bytes += r.bytes_sent;
     slowest_step = std::max(slowest_step, r.step_s);
+    site_step_s.push_back(r.step_s);
+    metrics.site_steps.push_back(static_cast<int>(r.steps));
     // The last site to arrive waits for nobody: its time is the sync itself.
     quickest_exchange = std::min(quickest_exchange, r.exchange_s);
     // This gather's own cost is only known afterwards; the last round's stands in.
     quickest_report = std::min(quickest_report, r.report_s);
     quickest_agree = std::min(quickest_agree, r.agree_s);
   }
+  for (const auto& raw : reports) {  // the leader whose transfers waited least on others
+    const auto* r = reinterpret_cast<const SiteReport*>(raw.data());
+    if (!quickest_transfer || r->transfer_s < quickest_transfer->transfer_s) quickest_transfer = r;
+  }
   // What this site spent waiting for the last one to arrive.
   wait_this_round_ = std::max(0.0, exchanged.agree_seconds - quickest_agree);
   // Every leader saw the same reports, so every leader plans the same H.
   metrics.step_s = slowest_step;
   metrics.sync_s = quickest_exchange + quickest_report;
-  scheduler_.observe(slowest_step, metrics.sync_s);
-  H_ = scheduler_.advance().H;
+  scheduler_.observe(site_step_s, metrics.sync_s);
+  const Plan plan = scheduler_.advance();
+  H_ = scheduler_.site_H(comms_.topology.site);
+  metrics.next_site_H = plan.site_H;
+  // The report gather ran with every leader in step: its time is a latency.
+  if (quickest_report > 0.0 && std::isfinite(quickest_report)) link_tracker_.observe_latency(quickest_report);
+  link_tracker_.observe_transfer(static_cast<std::size_t>(quickest_transfer->critical_bytes),
+                                 static_cast<int>(quickest_transfer->transfer_messages), quickest_transfer->transfer_s);
+  if (link_tracker_.known()) metrics.link = link_tracker_.estimate();
   metrics.train_loss = tokens > 0 ? loss_weighted / tokens : 0.0;
   metrics.tokens += static_cast<std::int64_t>(tokens);
   metrics.bytes_sent = restored_.bytes_sent + static_cast<std::uint64_t>(bytes + report_bytes);
+  reprobe(metrics);
+}
+
+// Every sync.reprobe_every rounds the leaders measure every pair actively;
+// the passive estimate restarts from the slowest pair.
+void Trainer::reprobe(RoundMetrics& metrics) {
+  metrics.probed.clear();
+  if (sync_.reprobe_every <= 0 || metrics.round % sync_.reprobe_every != 0 || comms_.leaders->size() < 2) return;
+  // Its bytes count in the next round's total (the traffic counters are cumulative).
+  metrics.probed = comm::probe_links(*comms_.leaders);
+  link_tracker_.seed(bottleneck(metrics.probed));
+  metrics.link = link_tracker_.estimate();
 }
 
 // The leader tells its site the H it planned for the next round.

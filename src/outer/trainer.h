@@ -9,9 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "comm/link_probe.h"
 #include "comm/topology.h"
 #include "inner/inner_loop.h"
 #include "outer/exchange.h"
+#include "outer/link_tracker.h"
 #include "outer/outer_optimizer.h"
 #include "outer/scheduler.h"
 
@@ -25,6 +27,7 @@ struct SyncConfig {
   int h_max = 100000;
   double target_comm_share = 0.05;
   double hysteresis = 0.2;
+  int reprobe_every = 0;  // probe the links between leaders after every this many rounds; 0: never
 
   ScheduleConfig schedule() const {
     ScheduleConfig c;
@@ -64,7 +67,12 @@ struct RoundMetrics {
   double predicted_comm_share = 0.0;  // what the plan expected for this round (0 before any measurement)
   double step_s = 0.0;                // slowest site's mean inner step this round
   double sync_s = 0.0;                // the quickest leader's exchange time this round (no straggler wait)
-  int next_H = 0;                     // H the schedule chose for the next round
+  int next_H = 0;                     // H the schedule chose for the next round (this site)
+  std::vector<int> site_steps;        // inner steps each site ran this round
+  std::vector<double> site_step_s;    // each site's mean inner step this round
+  std::vector<int> next_site_H;       // H the schedule chose for each site's next round
+  std::optional<comm::LinkEstimate> link;  // passive estimate of the exchange's bottleneck link
+  std::vector<std::vector<comm::LinkEstimate>> probed;  // the link matrix, in rounds that re-probed
   std::vector<ExcludedSite> excluded;  // sites left out of this round's average, with why
   std::int64_t excluded_total = 0;     // cumulative count of exclusions
 };
@@ -137,11 +145,16 @@ class Trainer {
     double exchange_s = 0.0;  // this leader's exchange time
     double report_s = 0.0;    // this leader's previous report gather
     double agree_s = 0.0;     // this leader's weight agreement (holds its wait for slower sites)
+    double steps = 0.0;       // inner steps this round
+    double transfer_s = 0.0;  // the payload transfers of this leader's exchange
+    double transfer_messages = 0.0;
+    double critical_bytes = 0.0;
   };
 
   void outer_step(const inner::InnerStats& stats, RoundMetrics& metrics);
   void adopt_global();
   void share_next_H(RoundMetrics& metrics);
+  void reprobe(RoundMetrics& metrics);
   bool agree_stop(const Hooks& hooks);
   void save_checkpoint(int round, const RoundMetrics& metrics, double initial_eval_loss);
 
@@ -160,7 +173,8 @@ class Trainer {
   std::vector<float> global_;
   std::vector<float> delta_;
   Scheduler scheduler_;
-  int H_;
+  LinkTracker link_tracker_;
+  int H_;  // this site's inner steps in the coming round
   double last_report_s_ = 0.0;
   double wait_this_round_ = 0.0;
 };

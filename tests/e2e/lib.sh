@@ -23,6 +23,11 @@ expect_exit() {
   pass "$what"
 }
 
+# The small model and data the timing tests train: quick steps, quick learning.
+small_model_toml() {
+  printf '[model]\nd_model = 64\n[data]\nbatch_size = 8\n[inner]\nlr = 2e-3\nwarmup_steps = 10\n'
+}
+
 finish() {
   if [[ $failures -ne 0 ]]; then echo "$failures check(s) failed"; exit 1; fi
   echo "all checks passed"

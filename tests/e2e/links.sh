@@ -49,14 +49,7 @@ PY
 # The overhead schedule on a slow emulated link: the communication share stays
 # near its target; when site 1's bandwidth drops 10x at round 6, H rises within
 # 2 rounds and the share comes back; when it recovers at round 10, H comes down.
-cat > "$WORK/overhead.toml" <<'TOML'
-[model]
-d_model = 64
-[data]
-batch_size = 8
-[inner]
-lr = 2e-3
-warmup_steps = 10
+{ small_model_toml; cat; } > "$WORK/overhead.toml" <<'TOML'
 [outer]
 rounds = 14
 [sync]
@@ -90,6 +83,9 @@ assert overall <= 0.1 + 0.03, f"share over the run {overall:.3f}"
 assert max(H[6], H[7]) > 2 * H[5], "H did not rise within 2 rounds of the drop"
 assert min(share[8], share[9]) <= 0.1 + 0.03, "share did not come back after the drop"
 assert H[13] < H[9], "H did not come down after the recovery"
+bw = {r["round"]: r["link_bandwidth_mbps"] for r in rows}
+print("passive bandwidth estimate", {k: round(v, 2) for k, v in bw.items() if v})
+assert abs(bw[5] - 20.0) <= 0.2 * 20.0 and abs(bw[8] - 2.0) <= 0.2 * 2.0, "passive estimate missed the drop"
 PY
 
 mpi 3 "$DILOCO_BIN" train recipes/cross-dc-3site.toml --set outer.rounds=3 --out "$WORK/x3o" > "$WORK/x3o.log" 2>&1 \

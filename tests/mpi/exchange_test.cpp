@@ -9,6 +9,7 @@
 
 #include "comm/mpi_communicator.h"
 #include "outer/exchange.h"
+#include "outer/pseudo_gradient.h"
 
 using namespace diloco;
 
@@ -40,6 +41,30 @@ struct Case {
 
 }  // namespace
 
+// Sites that ran different step counts are averaged with FedNova shares.
+TEST(ExchangeTest, UnequalStepCountsAreNormalized) {
+  auto world = comm::MpiCommunicator::world();
+  const int n = world->size();
+  const std::size_t count = 257;
+  std::vector<double> weights, steps;
+  for (int s = 0; s < n; ++s) {
+    steps.push_back(10.0 * (s + 1));
+    weights.push_back(64.0 * steps.back());  // 64 tokens per step everywhere
+  }
+  const auto shares = outer::normalized_shares(weights, steps);
+  std::vector<float> expected(count, 0.0f);
+  for (int s = 0; s < n; ++s) {
+    auto d = site_delta(s, count);
+    for (std::size_t i = 0; i < count; ++i) expected[i] += static_cast<float>(shares[s]) * d[i];
+  }
+  outer::Exchange exchange(*world, compression::make_codec("none"),
+                           outer::ExchangeOptions{outer::ExchangeAlgorithm::kAllGather, false});
+  auto delta = site_delta(world->rank(), count);
+  const int me = world->rank();
+  exchange.average(delta, {weights[me], static_cast<int>(steps[me])}, 1);
+  for (std::size_t i = 0; i < count; ++i) ASSERT_NEAR(delta[i], expected[i], 1e-6) << "element " << i;
+}
+
 TEST(ExchangeTest, EverySiteGetsTheSameWeightedAverage) {
   auto world = comm::MpiCommunicator::world();
   const int n = world->size();
@@ -64,7 +89,7 @@ TEST(ExchangeTest, EverySiteGetsTheSameWeightedAverage) {
     auto exchange = std::make_unique<outer::Exchange>(*world, compression::make_codec(c.codec),
                                                       outer::ExchangeOptions{c.algorithm, false, 7});
     auto delta = site_delta(world->rank(), count);
-    auto stats = exchange->average(delta, weights[world->rank()], 3);
+    auto stats = exchange->average(delta, {weights[world->rank()]}, 3);
     EXPECT_TRUE(stats.excluded.empty());
     if (n > 1) {
       EXPECT_GT(stats.payload_bytes, 0u);
@@ -94,8 +119,8 @@ TEST(ExchangeTest, AutoPicksTheAlgorithmThatSendsFewerBytes) {
     outer::Exchange gather_all(*world, compression::make_codec("int8"), {outer::ExchangeAlgorithm::kAllGather});
     auto a = d;
     auto b = d;
-    const auto ring_bytes = ring.average(a, 1.0).payload_bytes;
-    const auto gather_bytes = gather_all.average(b, 1.0).payload_bytes;
+    const auto ring_bytes = ring.average(a, {}).payload_bytes;
+    const auto gather_bytes = gather_all.average(b, {}).payload_bytes;
     EXPECT_LT(ring_bytes, gather_bytes);
   }
 }
@@ -108,7 +133,7 @@ TEST(ExchangeTest, NonFiniteSiteIsLeftOutOnEverySite) {
     outer::Exchange exchange(*world, compression::make_codec("none"), {algorithm});
     auto delta = site_delta(world->rank(), 100);
     if (world->rank() == 1) delta[17] = std::nanf("");
-    auto stats = exchange.average(delta, 1.0);
+    auto stats = exchange.average(delta, {});
     ASSERT_EQ(stats.excluded.size(), 1u);
     EXPECT_EQ(stats.excluded[0].site, 1);
     EXPECT_EQ(stats.excluded[0].reason, outer::Exclusion::kNonFinite);
@@ -133,7 +158,7 @@ TEST(ExchangeTest, OutlierNormAndDivergedSitesAreLeftOutWithTheirReason) {
   auto delta = site_delta(world->rank(), 100);
   if (world->rank() == 0) for (auto& v : delta) v *= 100.0f;  // a runaway site
   const bool diverged = world->rank() == n - 1;
-  auto stats = exchange.average(delta, 1.0, 0, diverged);
+  auto stats = exchange.average(delta, {1.0, 1, diverged}, 0);
   ASSERT_EQ(stats.excluded.size(), 2u);
   EXPECT_EQ(stats.excluded[0], (outer::ExcludedSite{0, outer::Exclusion::kOutlier}));
   EXPECT_EQ(stats.excluded[1], (outer::ExcludedSite{n - 1, outer::Exclusion::kDiverged}));
@@ -149,7 +174,7 @@ TEST(ExchangeTest, NoUsableSiteIsAnError) {
   auto world = comm::MpiCommunicator::world();
   outer::Exchange exchange(*world, compression::make_codec("none"));
   std::vector<float> delta(10, std::numeric_limits<float>::infinity());
-  EXPECT_THROW(exchange.average(delta, 1.0), outer::ExchangeError);
+  EXPECT_THROW(exchange.average(delta, {}), outer::ExchangeError);
 }
 
 TEST(ExchangeTest, ErrorFeedbackKeepsWhatWasNotSent) {
@@ -160,7 +185,7 @@ TEST(ExchangeTest, ErrorFeedbackKeepsWhatWasNotSent) {
   outer::Exchange exchange(*world, compression::make_codec(config), {outer::ExchangeAlgorithm::kAllGather, true, 1});
   const auto original = site_delta(world->rank(), 500);
   auto delta = original;
-  exchange.average(delta, 1.0);
+  exchange.average(delta, {});
   ASSERT_EQ(exchange.residual().size(), 500u);
   // 90% of the entries were not sent and are kept whole for the next round;
   // the 10% sent keep only their fp16 rounding error.

@@ -86,3 +86,49 @@ TEST(SchedulerTest, StateRoundTrips) {
   EXPECT_EQ(b.next().H, a.next().H);
   EXPECT_THROW(b.load({1.0, 2.0}), std::invalid_argument);
 }
+
+TEST(SchedulerTest, TimeBudgetGivesSitesStepsInProportionToTheirSpeed) {
+  ScheduleConfig c;
+  c.mode = ScheduleMode::kTimeBudget;
+  c.target_comm_share = 0.1;
+  c.hysteresis = 0.0;
+  c.ema = 1.0;
+  Scheduler s(c, 10);
+  const double steps[] = {0.1, 0.2, 0.4};  // site 1 twice, site 2 four times slower
+  s.observe(steps, 1.0);  // fastest site: H >= 1 * 0.9 / (0.1 * 0.1) = 90
+  const Plan p = s.advance();
+  EXPECT_EQ(p.H, 90);
+  EXPECT_EQ(p.site_H, (std::vector<int>{90, 45, 23}));  // 22.5 rounds to 23
+  EXPECT_EQ(s.site_H(1), 45);
+  EXPECT_NEAR(p.predicted_share, 1.0 / (90 * 0.1 + 1.0), 1e-12);
+}
+
+TEST(SchedulerTest, TimeBudgetWithEqualSitesIsTheOverheadSchedule) {
+  ScheduleConfig c;
+  c.mode = ScheduleMode::kTimeBudget;
+  c.hysteresis = 0.0;
+  Scheduler tb(c, 10);
+  c.mode = ScheduleMode::kOverhead;
+  Scheduler oh(c, 10);
+  const double steps[] = {0.1, 0.1};
+  tb.observe(steps, 1.0);
+  oh.observe(steps, 1.0);
+  EXPECT_EQ(tb.advance().site_H, oh.advance().site_H);
+  EXPECT_EQ(tb.current_H(), oh.current_H());
+}
+
+TEST(SchedulerTest, PerSiteStateRoundTrips) {
+  ScheduleConfig c;
+  c.mode = ScheduleMode::kTimeBudget;
+  Scheduler a(c, 10);
+  const double steps[] = {0.1, 0.3};
+  a.observe(steps, 2.0);
+  a.advance();
+  Scheduler b(c, 1);
+  b.load(a.state());
+  EXPECT_EQ(b.site_H(1), a.site_H(1));
+  EXPECT_EQ(b.next().site_H, a.next().site_H);
+  auto broken = a.state();
+  broken.pop_back();
+  EXPECT_THROW(b.load(broken), std::invalid_argument);
+}
