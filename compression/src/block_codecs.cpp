@@ -13,7 +13,7 @@ namespace {
 
 // Largest |x| of a finite block: on the bits, where integer order equals float
 // order for non-negative values, so the loop vectorizes without fast-math.
-__attribute__((target_clones("avx2", "default"))) float block_absmax(const float* x, std::size_t n) {
+DILOCO_CLONES float block_absmax(const float* x, std::size_t n) {
   std::uint32_t m = 0;
   for (std::size_t i = 0; i < n; ++i) {
     std::uint32_t u;
@@ -27,7 +27,7 @@ __attribute__((target_clones("avx2", "default"))) float block_absmax(const float
 // Symmetric absmax quantization to integers in [-levels, levels].
 // Round to nearest even via the 1.5 * 2^23 trick (exact for |v| < 2^22), or
 // stochastic: floor(v + u), u uniform in [0, 1), which is unbiased.
-__attribute__((target_clones("avx2", "default"))) void quantize_block(const float* x, std::size_t n, float inv_scale, int levels, bool stochastic,
+DILOCO_CLONES void quantize_block(const float* x, std::size_t n, float inv_scale, int levels, bool stochastic,
                     std::uint64_t seed, std::uint64_t first_index, std::int8_t* q) {
   const float lim = static_cast<float>(levels);
   if (!stochastic) {
@@ -49,7 +49,7 @@ __attribute__((target_clones("avx2", "default"))) void quantize_block(const floa
 }
 
 // out = q * step, or out += weight * q * step: straight into the output.
-__attribute__((target_clones("avx2", "default"))) void dequantize_int8(const std::int8_t* q, std::size_t n, float step,
+DILOCO_CLONES void dequantize_int8(const std::int8_t* q, std::size_t n, float step,
                                                                       float* out, bool accumulate, float weight) {
   if (!accumulate) {
     for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(q[i]) * step;

@@ -15,7 +15,7 @@ std::vector<std::string> codec_names() {
 
 bool codec_id_known(std::uint8_t id) { return id <= static_cast<std::uint8_t>(CodecId::kSign); }
 
-__attribute__((target_clones("avx2", "default"))) bool all_finite(std::span<const float> values) {
+DILOCO_CLONES bool all_finite(std::span<const float> values) {
   // Branch-free reduction so it vectorizes.
   std::uint32_t bad = 0;
   for (float v : values) {

@@ -8,6 +8,15 @@
 
 #include "diloco/compression/wire_format.h"
 
+// One build per CPU level of the hot loops, picked at load time (ifunc).
+// ThreadSanitizer instruments the picker, which runs before TSan is up, so
+// sanitizer builds take the plain version.
+#if defined(__SANITIZE_THREAD__)
+#define DILOCO_CLONES
+#else
+#define DILOCO_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+
 namespace diloco::compression::detail {
 
 inline std::uint32_t float_bits(float f) {

@@ -323,6 +323,15 @@ const std::vector<Key>& keys() {
                            [](double v) { return v > 0.0 && v < 1.0; }, "in (0, 1)"));
     k.push_back(number_key("sync", "hysteresis", &R::sync, &outer::SyncConfig::hysteresis,
                            [](double v) { return v >= 0.0 && v < 10.0; }, "in [0, 10)"));
+    k.push_back(enum_key("sync", "overlap", &R::sync, &outer::SyncConfig::overlap,
+                         std::vector<std::pair<std::string, outer::OverlapMode>>{
+                             {"none", outer::OverlapMode::kNone},
+                             {"delayed", outer::OverlapMode::kDelayed},
+                             {"streaming", outer::OverlapMode::kStreaming}}));
+    k.push_back(integer_key("sync", "fragments", &R::sync, &outer::SyncConfig::fragments, 1, 4096));
+    k.push_back(integer_key("sync", "overlap_steps", &R::sync, &outer::SyncConfig::overlap_steps, 0, 1 << 30));
+    k.push_back(number_key("sync", "mix_alpha", &R::sync, &outer::SyncConfig::mix_alpha,
+                           [](double v) { return v >= 0.0 && v < 1.0; }, "in [0, 1)"));
     k.push_back(integer_key("sync", "reprobe_every", &R::sync, &outer::SyncConfig::reprobe_every, 0, 1 << 30));
     k.push_back(number_key("sync", "timeout_s", &R::timeouts, &TimeoutSection::timeout_s, positive, "> 0"));
     k.push_back(number_key("sync", "startup_timeout_s", &R::timeouts, &TimeoutSection::startup_timeout_s, positive, "> 0"));
@@ -456,6 +465,16 @@ Recipe validate(const toml::table& root, const std::string& source, const std::s
   if (r.debug.slow_site >= r.topology.sites)
     throw RecipeError(locate("debug", "slow_site") + ": debug.slow_site names site " +
                       std::to_string(r.debug.slow_site) + "; sites are 0.." + std::to_string(r.topology.sites - 1));
+  if (r.sync.overlap == outer::OverlapMode::kStreaming) {
+    if (r.sync.schedule_mode != outer::ScheduleMode::kFixed)
+      throw RecipeError(locate("sync", "schedule") +
+                        ": sync.schedule must be \"fixed\" with sync.overlap = \"streaming\" (its exchanges hide "
+                        "behind sync.overlap_steps, not behind H)");
+    if (r.sync.overlap_steps > r.sync.H / r.sync.fragments)
+      throw RecipeError(locate("sync", "overlap_steps") + ": sync.overlap_steps (" +
+                        std::to_string(r.sync.overlap_steps) + ") must be at most sync.H / sync.fragments (" +
+                        std::to_string(r.sync.H / r.sync.fragments) + "), so one fragment is in flight at a time");
+  }
   if (r.sync.h_min > r.sync.h_max)
     throw RecipeError(locate("sync", "h_min") + ": sync.h_min (" + std::to_string(r.sync.h_min) +
                       ") is above sync.h_max (" + std::to_string(r.sync.h_max) + ")");

@@ -168,6 +168,8 @@ int train(const Recipe& recipe, const std::string& resume, comm::MpiSession& mpi
   if (recipe.topology.sites > mpi.world_size())
     return fail("topology.sites = " + std::to_string(recipe.topology.sites) + " needs at least that many ranks; this job has " +
                 std::to_string(mpi.world_size()) + " (launch with mpirun -np N)");
+  if (recipe.sync.overlap != outer::OverlapMode::kNone && !mpi.threads_supported())
+    return fail("sync.overlap needs an MPI library with MPI_THREAD_MULTIPLE; this one offers less (use sync.overlap = \"none\")");
   inner::set_compute_threads(recipe.run.threads);
 
   // Rank 0 owns the output folder: the effective recipe and the metrics.
@@ -216,13 +218,11 @@ int train(const Recipe& recipe, const std::string& resume, comm::MpiSession& mpi
     return fail(problem.empty() ? "data: another rank's shard is unusable" : problem);
   if (recipe.debug.slow_site == topo.site) inner_loop->set_slowdown(recipe.debug.slow_factor);
 
-  std::unique_ptr<outer::Exchange> exchange;
-  std::unique_ptr<outer::OuterOptimizer> outer_opt;
-  if (topo.is_leader()) {
-    exchange = std::make_unique<outer::Exchange>(*comms.leaders, make_codec(recipe.compression),
-                                                 exchange_options(recipe));
-    outer_opt = outer::make_outer_optimizer(recipe.outer, inner_loop->num_params());
-  }
+  outer::OuterParts parts;
+  parts.exchange = [&](comm::Communicator& leaders) {
+    return std::make_unique<outer::Exchange>(leaders, make_codec(recipe.compression), exchange_options(recipe));
+  };
+  parts.optimizer = [&](std::size_t params) { return outer::make_outer_optimizer(recipe.outer, params); };
   outer::CheckpointConfig checkpoint;
   checkpoint.dir = recipe.checkpoint_dir();
   checkpoint.every = recipe.checkpoint.every;
@@ -232,8 +232,16 @@ int train(const Recipe& recipe, const std::string& resume, comm::MpiSession& mpi
   outer::FaultConfig faults;
   faults.nan_site = recipe.debug.nan_site;
   faults.nan_round = recipe.debug.nan_round;
-  outer::Trainer trainer(comms, *inner_loop, std::move(exchange), std::move(outer_opt), recipe.outer, recipe.sync,
-                         recipe.metrics, checkpoint, faults);
+  std::unique_ptr<outer::Trainer> trainer_ptr;
+  try {
+    trainer_ptr = std::make_unique<outer::Trainer>(comms, *inner_loop, parts, recipe.outer, recipe.sync,
+                                                   recipe.metrics, checkpoint, faults);
+    problem.clear();
+  } catch (const std::invalid_argument& e) {
+    problem = std::string("sync: ") + e.what();
+  }
+  if (!all_agree(*world, problem.empty())) return fail(problem.empty() ? "sync: another rank refused the settings" : problem);
+  outer::Trainer& trainer = *trainer_ptr;
 
   const std::string resume_path = choose_resume(recipe, resume, *comms.world);
   int resumed_round = 0;

@@ -57,6 +57,11 @@ class Communicator {
 
   virtual void barrier() = 0;
 
+  // A communicator over the same ranks whose messages never match this one's,
+  // so another thread can run collectives on it at the same time (MPI needs
+  // MPI_THREAD_MULTIPLE for that). Collective: every rank calls it.
+  virtual std::unique_ptr<Communicator> duplicate() = 0;
+
   const Traffic& traffic() const { return traffic_; }
 
   // Every blocking call is then timed by `watchdog` (nullptr: untimed).

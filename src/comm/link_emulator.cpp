@@ -25,14 +25,20 @@ LinkEmulator::LinkEmulator(std::vector<SiteLink> sites, std::vector<LinkChange> 
 }
 
 void LinkEmulator::set_round(int round) {
+  std::lock_guard<std::mutex> lock(mutex_);
   current_ = initial_;
   for (const auto& c : schedule_)
     if (c.round <= round) current_[static_cast<std::size_t>(c.site)] = c.link;
 }
 
+SiteLink LinkEmulator::link(int site) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return current_.at(static_cast<std::size_t>(site));
+}
+
 double LinkEmulator::transfer_seconds(int a, int b, std::size_t bytes) const {
-  const SiteLink& x = current_.at(static_cast<std::size_t>(a));
-  const SiteLink& y = current_.at(static_cast<std::size_t>(b));
+  const SiteLink x = link(a);
+  const SiteLink y = link(b);
   const double latency = std::max(x.latency_ms, y.latency_ms) / 1000.0;
   double bandwidth = 0.0;  // bytes per second; 0 = unlimited
   for (double mbps : {x.bandwidth_mbps, y.bandwidth_mbps})
@@ -45,6 +51,12 @@ EmulatedCommunicator::EmulatedCommunicator(std::unique_ptr<Communicator> inner, 
   if (links_->sites() != inner_->size())
     throw std::invalid_argument("link emulation describes " + std::to_string(links_->sites()) + " sites; there are " +
                                 std::to_string(inner_->size()));
+}
+
+// The duplicate shares the links: both directions of use see the same
+// schedule of changes.
+std::unique_ptr<Communicator> EmulatedCommunicator::duplicate() {
+  return std::make_unique<EmulatedCommunicator>(inner_->duplicate(), links_);
 }
 
 void EmulatedCommunicator::sync_traffic() { traffic_ = inner_->traffic(); }

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -33,10 +34,12 @@ class LinkEmulator {
 
   // Seconds to move `bytes` from site a to site b.
   double transfer_seconds(int a, int b, std::size_t bytes) const;
-  SiteLink link(int site) const { return current_.at(static_cast<std::size_t>(site)); }
-  int sites() const { return static_cast<int>(current_.size()); }
+  SiteLink link(int site) const;
+  int sites() const { return static_cast<int>(initial_.size()); }
 
  private:
+  // The round loop changes links while an overlapped exchange reads them.
+  mutable std::mutex mutex_;
   std::vector<SiteLink> initial_;
   std::vector<SiteLink> current_;
   std::vector<LinkChange> schedule_;
@@ -60,6 +63,7 @@ class EmulatedCommunicator final : public Communicator {
   void send(std::span<const std::byte> data, int dest, int tag) override;
   void recv(std::span<std::byte> data, int source, int tag) override;
   void barrier() override;
+  std::unique_ptr<Communicator> duplicate() override;
 
   LinkEmulator& links() { return *links_; }
 

@@ -6,6 +6,8 @@
 #include <climits>
 #include <cstdlib>
 #include <sstream>
+#include <thread>
+#include <chrono>
 
 namespace diloco::comm {
 namespace {
@@ -28,13 +30,6 @@ MPI_Datatype mpi_type<float>() { return MPI_FLOAT; }
 template <>
 MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
 
-template <class T>
-void all_reduce_chunks(MPI_Comm comm, std::span<T> data) {
-  for (std::size_t off = 0; off < data.size(); off += kMaxChunk) {
-    const int n = static_cast<int>(std::min(kMaxChunk, data.size() - off));
-    DILOCO_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data.data() + off, n, mpi_type<T>(), MPI_SUM, comm));
-  }
-}
 
 class MpiWork final : public Work {
  public:
@@ -70,12 +65,16 @@ void throw_mpi_error(const char* call, int code, const char* file, int line) {
 MpiSession::MpiSession(int* argc, char*** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
+  int provided = 0;
   if (!initialized) {
-    int provided = 0;
-    // Funneled: only the thread that initialized MPI calls it.
-    DILOCO_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+    // Multiple: an overlapped exchange runs on its own thread while the main
+    // thread all-reduces gradients inside the site.
+    DILOCO_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
     finalize_ = true;
+  } else {
+    MPI_Query_thread(&provided);
   }
+  threads_supported_ = provided >= MPI_THREAD_MULTIPLE;
   // Errors come back as return codes, so DILOCO_MPI_CHECK can name the call.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
@@ -114,22 +113,60 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::split(int color, int key) {
   return std::make_unique<MpiCommunicator>(out);
 }
 
+std::unique_ptr<Communicator> MpiCommunicator::duplicate() {
+  MPI_Comm out = MPI_COMM_NULL;
+  DILOCO_MPI_CHECK(MPI_Comm_dup(comm_, &out));
+  auto dup = std::make_unique<MpiCommunicator>(out);
+  dup->set_watchdog(watchdog_);
+  dup->yield_while_waiting_ = true;
+  return dup;
+}
+
 void MpiCommunicator::count_all_reduce(std::size_t bytes) {
   if (size_ > 1) traffic_.bytes_sent += 2 * (size_ - 1) * bytes / size_;
   traffic_.messages += 1;
 }
 
+// Blocking calls are non-blocking ones completed here: at once with
+// MPI_Wait, or, on a communicator that yields (a comm thread's), by testing
+// with short sleeps between tests. Open MPI otherwise spins a core while it
+// waits, and that core is one the inner steps beside it need.
+void MpiCommunicator::complete(MPI_Request& request, MPI_Status* status) {
+  if (!yield_while_waiting_) {
+    DILOCO_MPI_CHECK(MPI_Wait(&request, status));
+    return;
+  }
+  auto pause = std::chrono::microseconds(20);
+  for (;;) {
+    int done = 0;
+    DILOCO_MPI_CHECK(MPI_Test(&request, &done, status));
+    if (done) return;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+}
+
+template <class T>
+void MpiCommunicator::all_reduce_chunks(std::span<T> data) {
+  for (std::size_t off = 0; off < data.size(); off += kMaxChunk) {
+    const int n = static_cast<int>(std::min(kMaxChunk, data.size() - off));
+    MPI_Request request;
+    DILOCO_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data.data() + off, n, mpi_type<T>(), MPI_SUM, comm_, &request));
+    complete(request);
+  }
+}
+
 void MpiCommunicator::all_reduce_sum(std::span<float> data) {
   if (size_ == 1) return;
   Watchdog::Guard guard(watchdog_, "all-reduce");
-  all_reduce_chunks(comm_, data);
+  all_reduce_chunks(data);
   count_all_reduce(data.size_bytes());
 }
 
 void MpiCommunicator::all_reduce_sum(std::span<double> data) {
   if (size_ == 1) return;
   Watchdog::Guard guard(watchdog_, "all-reduce");
-  all_reduce_chunks(comm_, data);
+  all_reduce_chunks(data);
   count_all_reduce(data.size_bytes());
 }
 
@@ -152,7 +189,9 @@ void MpiCommunicator::broadcast(std::span<std::byte> data, int root) {
   Watchdog::Guard guard(watchdog_, "broadcast");
   for (std::size_t off = 0; off < data.size(); off += kMaxChunk) {
     const int n = static_cast<int>(std::min(kMaxChunk, data.size() - off));
-    DILOCO_MPI_CHECK(MPI_Bcast(data.data() + off, n, MPI_BYTE, root, comm_));
+    MPI_Request request;
+    DILOCO_MPI_CHECK(MPI_Ibcast(data.data() + off, n, MPI_BYTE, root, comm_, &request));
+    complete(request);
   }
   if (rank_ == root) traffic_.bytes_sent += (size_ - 1) * data.size();
   traffic_.messages += 1;
@@ -169,7 +208,9 @@ std::vector<std::vector<std::byte>> MpiCommunicator::all_gather(std::span<const 
   Watchdog::Guard guard(watchdog_, "all-gather");
   long long my_len = static_cast<long long>(mine.size());
   std::vector<long long> lengths(size_);
-  DILOCO_MPI_CHECK(MPI_Allgather(&my_len, 1, MPI_LONG_LONG, lengths.data(), 1, MPI_LONG_LONG, comm_));
+  MPI_Request request;
+  DILOCO_MPI_CHECK(MPI_Iallgather(&my_len, 1, MPI_LONG_LONG, lengths.data(), 1, MPI_LONG_LONG, comm_, &request));
+  complete(request);
   std::vector<int> counts(size_);
   std::vector<int> displs(size_);
   long long total = 0;
@@ -181,8 +222,9 @@ std::vector<std::vector<std::byte>> MpiCommunicator::all_gather(std::span<const 
     total += lengths[r];
   }
   std::vector<std::byte> flat(static_cast<std::size_t>(total));
-  DILOCO_MPI_CHECK(MPI_Allgatherv(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, flat.data(),
-                                  counts.data(), displs.data(), MPI_BYTE, comm_));
+  DILOCO_MPI_CHECK(MPI_Iallgatherv(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, flat.data(),
+                                   counts.data(), displs.data(), MPI_BYTE, comm_, &request));
+  complete(request);
   for (int r = 0; r < size_; ++r)
     out[r].assign(flat.begin() + displs[r], flat.begin() + displs[r] + counts[r]);
   traffic_.bytes_sent += (size_ - 1) * (mine.size() + sizeof(long long));
@@ -198,12 +240,25 @@ std::vector<std::byte> MpiCommunicator::send_recv(std::span<const std::byte> dat
   MPI_Request request;
   DILOCO_MPI_CHECK(MPI_Isend(data.data(), static_cast<int>(data.size()), MPI_BYTE, dest, tag, comm_, &request));
   MPI_Status status;
-  DILOCO_MPI_CHECK(MPI_Probe(source, tag, comm_, &status));
+  MPI_Message message;
+  if (yield_while_waiting_) {
+    auto pause = std::chrono::microseconds(20);
+    for (int found = 0; !found;) {
+      DILOCO_MPI_CHECK(MPI_Improbe(source, tag, comm_, &found, &message, &status));
+      if (found) break;
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+    }
+  } else {
+    DILOCO_MPI_CHECK(MPI_Mprobe(source, tag, comm_, &message, &status));
+  }
   int count = 0;
   DILOCO_MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &count));
   std::vector<std::byte> in(static_cast<std::size_t>(count));
-  DILOCO_MPI_CHECK(MPI_Recv(in.data(), count, MPI_BYTE, source, tag, comm_, MPI_STATUS_IGNORE));
-  DILOCO_MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE));
+  MPI_Request receive;
+  DILOCO_MPI_CHECK(MPI_Imrecv(in.data(), count, MPI_BYTE, &message, &receive));
+  complete(receive);
+  complete(request);
   traffic_.bytes_sent += data.size();
   traffic_.messages += 1;
   return in;
@@ -213,7 +268,9 @@ void MpiCommunicator::send(std::span<const std::byte> data, int dest, int tag) {
   Watchdog::Guard guard(watchdog_, "send");
   for (std::size_t off = 0; off < data.size() || off == 0; off += kMaxChunk) {
     const int n = static_cast<int>(std::min(kMaxChunk, data.size() - off));
-    DILOCO_MPI_CHECK(MPI_Send(data.data() + off, n, MPI_BYTE, dest, tag, comm_));
+    MPI_Request request;
+    DILOCO_MPI_CHECK(MPI_Isend(data.data() + off, n, MPI_BYTE, dest, tag, comm_, &request));
+    complete(request);
     if (data.empty()) break;
   }
   traffic_.bytes_sent += data.size();
@@ -225,7 +282,9 @@ void MpiCommunicator::recv(std::span<std::byte> data, int source, int tag) {
   for (std::size_t off = 0; off < data.size() || off == 0; off += kMaxChunk) {
     const int n = static_cast<int>(std::min(kMaxChunk, data.size() - off));
     MPI_Status status;
-    DILOCO_MPI_CHECK(MPI_Recv(data.data() + off, n, MPI_BYTE, source, tag, comm_, &status));
+    MPI_Request request;
+    DILOCO_MPI_CHECK(MPI_Irecv(data.data() + off, n, MPI_BYTE, source, tag, comm_, &request));
+    complete(request, &status);
     int received = 0;
     MPI_Get_count(&status, MPI_BYTE, &received);
     if (received != n)
@@ -238,7 +297,9 @@ void MpiCommunicator::recv(std::span<std::byte> data, int source, int tag) {
 void MpiCommunicator::barrier() {
   if (size_ == 1) return;
   Watchdog::Guard guard(watchdog_, "barrier");
-  DILOCO_MPI_CHECK(MPI_Barrier(comm_));
+  MPI_Request request;
+  DILOCO_MPI_CHECK(MPI_Ibarrier(comm_, &request));
+  complete(request);
 }
 
 }  // namespace diloco::comm

@@ -41,12 +41,22 @@ Watchdog::~Watchdog() {
 
 Watchdog::Guard::Guard(Watchdog* dog, const char* what) : dog_(dog) {
   if (!dog_) return;
-  dog_->since_ms_.store(now_ms());
-  dog_->waiting_on_.store(what);
+  for (int i = 0; i < kSlots; ++i) {
+    Slot& slot = dog_->slots_[i];
+    if (slot.taken.exchange(true)) continue;
+    // The start time goes in before the name: the watchdog times a slot only
+    // while it has a name, and a stale start could end the job at once.
+    slot.since_ms.store(now_ms());
+    slot.waiting_on.store(what);
+    slot_ = i;
+    return;
+  }
 }
 
 Watchdog::Guard::~Guard() {
-  if (dog_) dog_->waiting_on_.store(nullptr);
+  if (!dog_ || slot_ < 0) return;
+  dog_->slots_[slot_].waiting_on.store(nullptr);
+  dog_->slots_[slot_].taken.store(false);
 }
 
 void Watchdog::beat() {
@@ -95,9 +105,11 @@ void Watchdog::loop() {
       beat();
       last_beat = now;
     }
-    const char* what = waiting_on_.load();
-    const long long waited = now - since_ms_.load();
-    if (what && waited > timeout_ms_.load()) expire(what, static_cast<double>(waited) / 1000.0);
+    for (const Slot& slot : slots_) {
+      const char* what = slot.waiting_on.load();
+      const long long waited = now - slot.since_ms.load();
+      if (what && waited > timeout_ms_.load()) expire(what, static_cast<double>(waited) / 1000.0);
+    }
   }
 }
 

@@ -27,7 +27,9 @@ class Watchdog {
   // Start-up and steady state have separate timeouts (as torchtitan does).
   void set_timeout(double timeout_s) { timeout_ms_.store(static_cast<long long>(timeout_s * 1000)); }
 
-  // Marks a wait on other ranks for as long as the guard lives.
+  // Marks a wait on other ranks for as long as the guard lives. Threads may
+  // wait at once (an overlapped exchange beside the inner steps): each guard
+  // takes its own slot; with all slots taken a wait goes untimed.
   class Guard {
    public:
     Guard(Watchdog* dog, const char* what);
@@ -37,6 +39,7 @@ class Watchdog {
 
    private:
     Watchdog* dog_;
+    int slot_ = -1;
   };
 
   // Ranks whose heartbeat is older than `stale_s` or missing.
@@ -52,8 +55,13 @@ class Watchdog {
   int rank_;
   int size_;
   std::function<std::string(int)> describe_;
-  std::atomic<const char*> waiting_on_{nullptr};
-  std::atomic<long long> since_ms_{0};
+  struct Slot {
+    std::atomic<bool> taken{false};
+    std::atomic<const char*> waiting_on{nullptr};
+    std::atomic<long long> since_ms{0};
+  };
+  static constexpr int kSlots = 4;
+  Slot slots_[kSlots];
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stop_ = false;

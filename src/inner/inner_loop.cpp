@@ -138,8 +138,7 @@ InnerStats InnerLoop::run(int steps, const std::function<void(int, double)>& on_
     if (on_step) on_step(i, loss);
   }
   stats.mean_loss = stats.steps > 0 ? loss_sum / stats.steps : 0.0;
-  stats.tokens = static_cast<std::int64_t>(stats.steps) * impl_->sampler.batch_size() * impl_->sampler.seq_len() *
-                 impl_->group.size();
+  stats.tokens = static_cast<std::int64_t>(stats.steps) * tokens_per_step();
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
 }
@@ -168,7 +167,28 @@ std::span<float> InnerLoop::params() {
   return {impl_->flat_params.data_ptr<float>(), impl_->num_params};
 }
 
+// "blocks.3.attn.qkv.weight" belongs to layer "blocks.3"; "ln_final.weight" to "ln_final".
+std::vector<InnerLoop::Layer> InnerLoop::layers() const {
+  std::vector<Layer> out;
+  std::size_t offset = 0;
+  for (const auto& item : impl_->model->named_parameters()) {
+    const std::string& name = item.key();
+    auto end = name.find('.');
+    if (name.compare(0, end, "blocks") == 0) end = name.find('.', end + 1);
+    const std::string layer = name.substr(0, end);
+    const auto count = static_cast<std::size_t>(item.value().numel());
+    if (out.empty() || out.back().name != layer) out.push_back({layer, offset, 0});
+    out.back().count += count;
+    offset += count;
+  }
+  return out;
+}
+
 void InnerLoop::set_slowdown(double factor) { impl_->slowdown = factor; }
+
+std::int64_t InnerLoop::tokens_per_step() const {
+  return static_cast<std::int64_t>(impl_->sampler.batch_size()) * impl_->sampler.seq_len() * impl_->group.size();
+}
 
 std::size_t InnerLoop::num_params() const { return impl_->num_params; }
 

@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "inner/corpus.h"
 #include "inner/model_config.h"
@@ -77,9 +78,20 @@ class InnerLoop {
   // Mean held-out loss over `windows` fixed windows, split across the group.
   double eval_loss(int windows);
 
+  // The model's layers (embeddings, each transformer block, the final norm)
+  // in the order their parameters sit in params(): name, first element, count.
+  struct Layer {
+    std::string name;
+    std::size_t offset = 0;
+    std::size_t count = 0;
+  };
+  std::vector<Layer> layers() const;
+
   // All parameters as one contiguous fp32 buffer; writes take effect at once.
   std::span<float> params();
   std::size_t num_params() const;
+  // Tokens the whole group processes per inner step.
+  std::int64_t tokens_per_step() const;
   std::int64_t step() const;  // inner steps taken so far
 
   // The optimizer state and step counter, as bytes (a checkpoint). load_state

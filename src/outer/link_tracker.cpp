@@ -15,17 +15,20 @@ void LinkTracker::observe_transfer(std::size_t bytes, int messages, double secon
   const double streaming = seconds - messages * alpha_.value();
   // Below a tenth of the total the bandwidth term is lost in latency noise.
   if (streaming <= 0.1 * seconds) return;
-  beta_.add(static_cast<double>(bytes) / streaming);
+  inverse_beta_.add(streaming / static_cast<double>(bytes));
 }
 
 void LinkTracker::seed(const comm::LinkEstimate& estimate) {
   alpha_ = Ema(weight_);
-  beta_ = Ema(weight_);
+  inverse_beta_ = Ema(weight_);
   alpha_.add(estimate.latency_s);
-  if (estimate.bandwidth_bytes_per_s > 0.0) beta_.add(estimate.bandwidth_bytes_per_s);
+  if (estimate.bandwidth_bytes_per_s > 0.0) inverse_beta_.add(1.0 / estimate.bandwidth_bytes_per_s);
 }
 
-comm::LinkEstimate LinkTracker::estimate() const { return {alpha_.value(), beta_.value()}; }
+comm::LinkEstimate LinkTracker::estimate() const {
+  const double inverse = inverse_beta_.value();
+  return {alpha_.value(), inverse > 0.0 ? 1.0 / inverse : 0.0};
+}
 
 comm::LinkEstimate bottleneck(const std::vector<std::vector<comm::LinkEstimate>>& matrix) {
   comm::LinkEstimate worst{0.0, 0.0};

@@ -16,7 +16,9 @@ namespace diloco::outer {
 
 class LinkTracker {
  public:
-  explicit LinkTracker(double weight = 0.5) : weight_(weight), alpha_(weight), beta_(weight) {}
+  // `weight` of the newest sample, as the scheduler's: follow a change within
+  // a round or two.
+  explicit LinkTracker(double weight = 0.7) : weight_(weight), alpha_(weight), inverse_beta_(weight) {}
 
   // A small message's one-way time.
   void observe_latency(double seconds);
@@ -26,13 +28,16 @@ class LinkTracker {
   // Starts over from a probed estimate.
   void seed(const comm::LinkEstimate& estimate);
 
-  bool known() const { return !alpha_.empty() && !beta_.empty(); }
+  bool known() const { return !alpha_.empty() && !inverse_beta_.empty(); }
   comm::LinkEstimate estimate() const;
 
  private:
   double weight_;
   Ema alpha_;  // seconds
-  Ema beta_;   // bytes per second
+  // Seconds per byte, not bytes per second: times add up, so after a drop
+  // from 20 to 2 Mbit/s the average of the inverse lands near 2 within a few
+  // rounds where an average of bandwidths would linger near 11.
+  Ema inverse_beta_;
 };
 
 // The slowest pair of a probed matrix: largest latency, smallest bandwidth.

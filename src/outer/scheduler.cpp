@@ -57,7 +57,9 @@ double Scheduler::planning_step() const {
 int Scheduler::ideal_H() const {
   if (config_.mode == ScheduleMode::kFixed || step_.empty() || sync_.empty()) return H_;
   const double f = config_.target_comm_share;
-  const double h = std::ceil(sync_.value() * (1.0 - f) / (f * planning_step()));
+  // Blocking: T / (H t + T) <= f. Overlapped: (T - H t) / T <= f.
+  const double h = config_.overlapped ? std::ceil(sync_.value() * (1.0 - f) / planning_step())
+                                      : std::ceil(sync_.value() * (1.0 - f) / (f * planning_step()));
   return static_cast<int>(std::clamp(h, static_cast<double>(config_.h_min), static_cast<double>(config_.h_max)));
 }
 
@@ -75,6 +77,15 @@ std::vector<int> Scheduler::split(int H) const {
   return out;
 }
 
+double Scheduler::share(int H, double step_s, double sync_s) const {
+  const double compute = H * step_s;
+  if (config_.overlapped) {
+    const double round = std::max(compute, sync_s);
+    return round > 0.0 ? std::max(0.0, sync_s - compute) / round : 0.0;
+  }
+  return compute + sync_s > 0.0 ? sync_s / (compute + sync_s) : 0.0;
+}
+
 int Scheduler::site_H(int site) const {
   if (site < 0 || static_cast<std::size_t>(site) >= site_H_.size()) return H_;
   return site_H_[static_cast<std::size_t>(site)];
@@ -86,8 +97,7 @@ Plan Scheduler::next() const {
   p.site_H = split(p.H);
   p.step_s = planning_step();
   p.sync_s = sync_.value();
-  const double round_s = p.H * p.step_s + p.sync_s;
-  p.predicted_share = round_s > 0.0 ? p.sync_s / round_s : 0.0;
+  p.predicted_share = share(p.H, p.step_s, p.sync_s);
   return p;
 }
 
@@ -95,8 +105,7 @@ Plan Scheduler::advance() {
   Plan p = next();
   // Asymmetric dead band: raise H as soon as the current one would overshoot
   // the target (by 5%), lower it only for a change beyond the hysteresis.
-  const double current_round = H_ * p.step_s + p.sync_s;
-  const double current_share = current_round > 0.0 ? p.sync_s / current_round : 0.0;
+  const double current_share = share(H_, p.step_s, p.sync_s);
   const double change = std::abs(static_cast<double>(p.H - H_)) / static_cast<double>(std::max(H_, 1));
   const bool raise = p.H > H_ && current_share > config_.target_comm_share * 1.05;
   const bool lower = p.H < H_ && change > config_.hysteresis;
@@ -104,8 +113,7 @@ Plan Scheduler::advance() {
   H_ = p.H;
   p.site_H = split(p.H);
   site_H_ = p.site_H;
-  const double round_s = p.H * p.step_s + p.sync_s;
-  p.predicted_share = round_s > 0.0 ? p.sync_s / round_s : 0.0;
+  p.predicted_share = share(p.H, p.step_s, p.sync_s);
   return p;
 }
 

@@ -29,6 +29,10 @@ struct ScheduleConfig {
   // 5%), so noise in the measurements does not make H flap.
   double hysteresis = 0.2;
   double ema = 0.7;  // weight of the newest measurement: react within a round or two
+  // The exchange overlaps the next round's compute (one-step delay): only
+  // what H * t_step does not hide is exposed, so the share of a round is
+  // max(0, T_sync - H t) / max(H t, T_sync), and full hiding needs H t >= T_sync.
+  bool overlapped = false;
 };
 
 // Bias-corrected exponential moving average: e = a x + (1 - a) e, reported as
@@ -82,6 +86,7 @@ class Scheduler {
 
  private:
   int ideal_H() const;
+  double share(int H, double step_s, double sync_s) const;  // predicted communication share
   std::vector<int> split(int H) const;
   double fastest_step() const;
   // The step time the H rule plans with: the slowest site's, or in

@@ -3,24 +3,41 @@
 #pragma once
 
 #include <cstdint>
+#include <chrono>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "comm/comm_thread.h"
 #include "comm/link_probe.h"
 #include "comm/topology.h"
 #include "inner/inner_loop.h"
 #include "outer/exchange.h"
+#include "outer/fragments.h"
 #include "outer/link_tracker.h"
 #include "outer/outer_optimizer.h"
 #include "outer/scheduler.h"
 
 namespace diloco::outer {
 
+// How the exchange between sites relates to the inner steps.
+enum class OverlapMode {
+  kNone,       // blocking: compute stops while the exchange runs
+  kDelayed,    // one-step delay: round r's exchange travels during round r+1
+  kStreaming,  // Streaming DiLoCo: fragments synced at staggered steps, each overlapping tau steps
+};
+
 struct SyncConfig {
   int H = 50;  // inner steps per round (the first round's, when scheduled)
+  OverlapMode overlap = OverlapMode::kNone;
+  int fragments = 1;       // streaming: contiguous groups of layers synced in turn
+  int overlap_steps = 0;   // streaming: inner steps (tau) each fragment's exchange overlaps
+  // streaming: after its exchange a fragment becomes alpha * local + (1 - alpha) * global
+  // (Streaming DiLoCo studies 0.5; 0 takes the global fragment, as blocking DiLoCo does).
+  double mix_alpha = 0.5;
   // The schedule's recipe keys; schedule() assembles the scheduler's config.
   ScheduleMode schedule_mode = ScheduleMode::kFixed;
   int h_min = 1;
@@ -36,6 +53,7 @@ struct SyncConfig {
     c.h_max = h_max;
     c.target_comm_share = target_comm_share;
     c.hysteresis = hysteresis;
+    c.overlapped = overlap == OverlapMode::kDelayed;
     return c;
   }
 };
@@ -61,9 +79,12 @@ struct RoundMetrics {
   std::uint64_t bytes_sent = 0;   // cumulative, sent between sites by all leaders
   double wall_s = 0.0;
   double compute_s = 0.0;         // inner steps, cumulative
-  double comm_s = 0.0;            // exchange, outer step and adoption, cumulative, less wait_s
-  double wait_s = 0.0;            // time spent waiting for slower sites at the exchange, cumulative
-  double comm_share = 0.0;            // this round: comm time / round time, measured
+  double comm_s = 0.0;            // exchanges (on whichever thread), outer steps and adoption, cumulative, less wait_s
+  double exposed_comm_s = 0.0;    // the part of comm_s compute waited on, cumulative (= comm_s when blocking)
+  double wait_s = 0.0;            // time spent waiting for slower sites at a blocking exchange, cumulative
+  double comm_share = 0.0;            // this round: exposed comm time / round time, measured
+  double utilization = 0.0;           // this round: compute time / round time
+  std::uint64_t peak_exchange_bytes = 0;  // this round: bytes rank 0's leader sent in its largest single exchange
   double predicted_comm_share = 0.0;  // what the plan expected for this round (0 before any measurement)
   double step_s = 0.0;                // slowest site's mean inner step this round
   double sync_s = 0.0;                // the quickest leader's exchange time this round (no straggler wait)
@@ -96,6 +117,13 @@ struct RunSummary {
   int resumed_from = 0;           // round of the checkpoint resumed from, 0 if fresh
 };
 
+// How a site leader builds the pieces it needs once per fragment (streaming
+// syncs each fragment with its own codec state and outer momentum).
+struct OuterParts {
+  std::function<std::unique_ptr<Exchange>(comm::Communicator& leaders)> exchange;
+  std::function<std::unique_ptr<OuterOptimizer>(std::size_t params)> optimizer;
+};
+
 // Adapts a site communicator to the inner loop's replica group.
 class CommReplicaGroup final : public inner::ReplicaGroup {
  public:
@@ -119,10 +147,11 @@ class Trainer {
     std::function<bool()> stop_requested;
   };
 
-  // `exchange` and `outer` are required on site leaders and ignored elsewhere.
-  Trainer(comm::SiteComms& comms, inner::InnerLoop& inner, std::unique_ptr<Exchange> exchange,
-          std::unique_ptr<OuterOptimizer> outer, const OuterConfig& outer_config,
+  // `parts` is used on site leaders only. Throws std::invalid_argument when
+  // the sync settings do not fit the model (more fragments than layers).
+  Trainer(comm::SiteComms& comms, inner::InnerLoop& inner, const OuterParts& parts, const OuterConfig& outer_config,
           const SyncConfig& sync, const EvalConfig& eval, CheckpointConfig checkpoint = {}, FaultConfig faults = {});
+  ~Trainer();
 
   // Loads a checkpoint folder (every rank, before run()); throws CheckpointError.
   void restore(const std::string& path);
@@ -135,8 +164,31 @@ class Trainer {
 
   // The global parameters after the last outer step (site leaders only).
   std::span<const float> global_params() const { return global_; }
+  const std::vector<Fragment>& fragments() const { return layout_; }
 
  private:
+  // One fragment's sync state on a site leader (the whole model unless streaming).
+  struct FragmentSync {
+    Fragment span;
+    std::unique_ptr<Exchange> exchange;
+    std::unique_ptr<OuterOptimizer> outer;
+    std::vector<float> delta;      // pseudo-gradient in flight, then its average
+    std::future<void> in_flight;   // the comm thread's exchange of `delta`
+    ExchangeStats stats;           // written by that exchange
+    SiteUpdate update;             // what was sent with it
+  };
+
+  // What this round's exchanges cost and did, on this leader.
+  struct RoundSync {
+    ExchangeStats last;            // the most recent exchange (timing fields summed over the round)
+    double exchange_s = 0.0;       // exchanges, wherever they ran
+    double exposed_s = 0.0;        // main-thread time not computing because of sync
+    double blocked_s = 0.0;        // the part of it spent waiting for an exchange to arrive
+    std::uint64_t peak_bytes = 0;
+    std::vector<ExcludedSite> excluded;
+    void add(const ExchangeStats& s);
+  };
+
   struct SiteReport {
     double mean_loss = 0.0;
     double tokens = 0.0;
@@ -144,15 +196,24 @@ class Trainer {
     double step_s = 0.0;      // mean inner step of this site
     double exchange_s = 0.0;  // this leader's exchange time
     double report_s = 0.0;    // this leader's previous report gather
-    double agree_s = 0.0;     // this leader's weight agreement (holds its wait for slower sites)
     double steps = 0.0;       // inner steps this round
     double transfer_s = 0.0;  // the payload transfers of this leader's exchange
     double transfer_messages = 0.0;
     double critical_bytes = 0.0;
   };
 
-  void outer_step(const inner::InnerStats& stats, RoundMetrics& metrics);
+  inner::InnerStats run_steps(int round, int steps, int first_step, const Hooks& hooks);
+  inner::InnerStats run_streaming_round(int round, const Hooks& hooks, RoundSync& sync);
+  void sync_blocking(const inner::InnerStats& stats, int round, RoundSync& sync);
+  void sync_delayed(const inner::InnerStats& stats, int round, bool drain, RoundSync& sync);
+  // Fragment f's pseudo-gradient goes out: on the comm thread, or right here
+  // when `blocking`; finish() waits for it and applies the outer step.
+  void launch(FragmentSync& f, const SiteUpdate& update, int round, std::int64_t seed_round, bool blocking);
+  void inject_faults(std::span<float> delta, int round) const;
+  void finish(FragmentSync& f, RoundSync& sync);
+  void report(const inner::InnerStats& stats, const RoundSync& sync, RoundMetrics& metrics);
   void adopt_global();
+  void adopt_fragment(const Fragment& f);
   void share_next_H(RoundMetrics& metrics);
   void reprobe(RoundMetrics& metrics);
   bool agree_stop(const Hooks& hooks);
@@ -160,8 +221,6 @@ class Trainer {
 
   comm::SiteComms& comms_;
   inner::InnerLoop& inner_;
-  std::unique_ptr<Exchange> exchange_;
-  std::unique_ptr<OuterOptimizer> outer_;
   OuterConfig outer_config_;
   SyncConfig sync_;
   EvalConfig eval_;
@@ -171,7 +230,14 @@ class Trainer {
   RoundMetrics restored_;
   double restored_initial_eval_ = 0.0;
   std::vector<float> global_;
-  std::vector<float> delta_;
+  std::vector<Fragment> layout_;
+  std::vector<FragmentSync> syncs_;     // leaders: one per fragment
+  std::unique_ptr<comm::Communicator> exchange_comm_;  // leaders, overlap modes: the comm thread's
+  std::unique_ptr<comm::CommThread> comm_thread_;
+  std::vector<float> round_start_;      // delayed: local params when the round began
+  std::int64_t tokens_per_step_ = 0;
+  std::uint64_t exchanged_bytes_ = 0;   // sent by the comm thread's exchanges that finished
+  std::chrono::steady_clock::time_point run_start_;
   Scheduler scheduler_;
   LinkTracker link_tracker_;
   int H_;  // this site's inner steps in the coming round

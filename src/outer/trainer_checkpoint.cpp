@@ -11,8 +11,9 @@
 namespace diloco::outer {
 namespace {
 
-constexpr std::uint64_t kGlobalMagic = 0x31474C42434C4444ull;  // "DDLCBLG1"
-constexpr std::uint64_t kSiteMagic = 0x31455453434C4444ull;    // "DDLCSTE1"
+// Version 2: per-fragment outer state and residuals, local params per site.
+constexpr std::uint64_t kGlobalMagic = 0x32474C42434C4444ull;  // "DDLCBLG2"
+constexpr std::uint64_t kSiteMagic = 0x32455453434C4444ull;    // "DDLCSTE2"
 
 std::string site_file(int site) { return "site-" + std::to_string(site) + ".bin"; }
 
@@ -68,10 +69,14 @@ void Trainer::save_checkpoint(int round, const RoundMetrics& metrics, double ini
       g.f64(metrics.compute_s);
       g.f64(metrics.comm_s);
       g.f64(metrics.wait_s);
+      g.f64(metrics.exposed_comm_s);
       g.u64(static_cast<std::uint64_t>(metrics.excluded_total));
       g.floats(global_);
-      g.floats(outer_->state());
-      g.u64(outer_->started() ? 1 : 0);
+      g.u64(syncs_.size());
+      for (const auto& f : syncs_) {
+        g.floats(f.outer->state());
+        g.u64(f.outer->started() ? 1 : 0);
+      }
       const auto sched = scheduler_.state();
       g.u64(sched.size());
       for (double v : sched) g.f64(v);
@@ -83,7 +88,9 @@ void Trainer::save_checkpoint(int round, const RoundMetrics& metrics, double ini
       w.u64(kSiteMagic);
       w.u64(static_cast<std::uint64_t>(topo.site));
       w.bytes(inner_.save_state());
-      w.floats(exchange_->residual());
+      w.floats(inner_.params());
+      w.u64(syncs_.size());
+      for (const auto& f : syncs_) w.floats(f.exchange->residual());
       files.push_back(CheckpointStore::write_file(staging, site_file(topo.site), w.data()));
     }
     for (const auto& f : files) report += f.name + " " + std::to_string(f.size) + " " + std::to_string(f.crc32c) + "\n";
@@ -141,12 +148,18 @@ void Trainer::restore(const std::string& path) {
     restored_.compute_s = g.f64("compute time");
     restored_.comm_s = g.f64("comm time");
     restored_.wait_s = g.f64("wait time");
+    restored_.exposed_comm_s = g.f64("exposed comm time");
     restored_.excluded_total = static_cast<std::int64_t>(g.u64("exclusions"));
     const auto global = g.floats("global params");
-    const auto outer_state = g.floats("outer state");
-    const bool started = g.u64("outer started") != 0;
+    if (g.u64("fragment count") != layout_.size())
+      throw CheckpointError(path + " was written with another fragment count (sync.overlap, sync.fragments)");
+    std::vector<std::pair<std::vector<float>, bool>> outer_states;
+    for (std::size_t i = 0; i < layout_.size(); ++i) {
+      auto state = g.floats("outer state");
+      outer_states.emplace_back(std::move(state), g.u64("outer started") != 0);
+    }
     std::vector<double> sched(g.u64("scheduler state size"));
-    if (sched.size() > 64) throw CheckpointError(path + "/global.bin: malformed scheduler state");
+    if (sched.size() > (1u << 20)) throw CheckpointError(path + "/global.bin: malformed scheduler state");
     for (auto& v : sched) v = g.f64("scheduler state");
     g.expect_end();
     try {
@@ -154,15 +167,15 @@ void Trainer::restore(const std::string& path) {
     } catch (const std::invalid_argument& e) {
       throw CheckpointError(path + "/global.bin: " + e.what());
     }
-    H_ = scheduler_.current_H();
+    H_ = scheduler_.site_H(topo.site);
     if (global.size() != inner_.num_params())
       throw CheckpointError(path + " holds " + std::to_string(global.size()) + " parameters; the model has " +
                             std::to_string(inner_.num_params()));
-    auto local = inner_.params();
-    std::memcpy(local.data(), global.data(), global.size() * sizeof(float));
     if (topo.is_leader()) {
+      global_ = global;
       try {
-        outer_->load_state(outer_state, started);
+        for (std::size_t i = 0; i < syncs_.size(); ++i)
+          syncs_[i].outer->load_state(outer_states[i].first, outer_states[i].second);
       } catch (const std::invalid_argument& e) {
         throw CheckpointError(path + ": " + e.what() + " (outer.optimizer or outer.momentum changed?)");
       }
@@ -177,9 +190,14 @@ void Trainer::restore(const std::string& path) {
     } catch (const std::runtime_error& e) {
       throw CheckpointError(name + ": " + e.what());
     }
-    const auto residual = w.floats("error-feedback residual");
+    const auto local = w.floats("local params");
+    if (local.size() != inner_.num_params()) throw CheckpointError(name + ": local params do not fit the model");
+    std::memcpy(inner_.params().data(), local.data(), local.size() * sizeof(float));
+    if (w.u64("fragment count") != layout_.size()) throw CheckpointError(name + ": another fragment count");
+    std::vector<std::vector<float>> residuals;
+    for (std::size_t i = 0; i < layout_.size(); ++i) residuals.push_back(w.floats("error-feedback residual"));
     w.expect_end();
-    if (topo.is_leader()) exchange_->set_residual(residual);
+    for (std::size_t i = 0; i < syncs_.size(); ++i) syncs_[i].exchange->set_residual(residuals[i]);
     start_round_ = round;
   } catch (const CheckpointError& e) {
     problem = e.what();
@@ -208,10 +226,18 @@ std::string Trainer::describe_checkpoint(const std::string& path) {
   g.f64("compute time");
   g.f64("comm time");
   g.f64("wait time");
+  g.f64("exposed comm time");
   out << "exclusions   " << g.u64("exclusions") << "\n";
   out << "global params " << g.floats("global params").size() << "\n";
-  out << "outer state  " << g.floats("outer state").size() << " values\n";
-  g.u64("outer started");
+  const auto fragments = g.u64("fragment count");
+  if (fragments > (1u << 20)) throw CheckpointError(path + "/global.bin: malformed fragment count");
+  out << "fragments    " << fragments << "\n";
+  std::size_t outer_values = 0;
+  for (std::uint64_t i = 0; i < fragments; ++i) {
+    outer_values += g.floats("outer state").size();
+    g.u64("outer started");
+  }
+  out << "outer state  " << outer_values << " values\n";
   const auto sched_size = g.u64("scheduler state size");
   for (std::uint64_t i = 0; i < sched_size && i < 64; ++i) {
     const double v = g.f64("scheduler state");

@@ -28,6 +28,14 @@ small_model_toml() {
   printf '[model]\nd_model = 64\n[data]\nbatch_size = 8\n[inner]\nlr = 2e-3\nwarmup_steps = 10\n'
 }
 
+# Watching a run in the background.
+rows() { python3 -c 'import sys; print(sum(1 for _ in open(sys.argv[1])))' "$1" 2>/dev/null || echo 0; }
+wait_rows() {  # wait_rows FILE N: until FILE has N metrics rows (60 s at most)
+  for _ in $(seq 600); do [[ $(rows "$1") -ge $2 ]] && return 0; sleep 0.1; done; return 1
+}
+rank_pid() {  # rank_pid OUTDIR K: pid of the K-th rank process (1-based) of the run writing OUTDIR
+  pgrep -f "^[^ ]*/diloco train .*$1( |\$)" | sort -n | sed -n "${2}p"
+}
 finish() {
   if [[ $failures -ne 0 ]]; then echo "$failures check(s) failed"; exit 1; fi
   echo "all checks passed"

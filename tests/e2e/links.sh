@@ -57,7 +57,7 @@ H = 5
 schedule = "overhead"
 target_comm_share = 0.1
 h_min = 2
-h_max = 400
+h_max = 1000
 [compression]
 codec = "int8"
 [topology]

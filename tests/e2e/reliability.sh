@@ -7,13 +7,6 @@ source "$(dirname "$0")/lib.sh"
 base=(recipes/quickstart.toml --set model.d_model=64 --set sync.H=5 --set outer.rounds=8
       --set checkpoint.every=2 --set metrics.eval_every=1 --set sync.timeout_s=5)
 
-rows() { python3 -c 'import sys; print(sum(1 for _ in open(sys.argv[1])))' "$1" 2>/dev/null || echo 0; }
-wait_rows() {  # wait_rows FILE N: until FILE has N metrics rows (60 s at most)
-  for _ in $(seq 600); do [[ $(rows "$1") -ge $2 ]] && return 0; sleep 0.1; done; return 1
-}
-rank_pid() {  # rank_pid OUTDIR K: pid of the K-th rank process (1-based) of the run writing OUTDIR
-  pgrep -f "^[^ ]*/diloco train .*$1( |\$)" | sort -n | sed -n "${2}p"
-}
 same_rows() {  # same_rows A B FIRST: rows FIRST.. of A and B agree on every loss and count
   python3 - "$1" "$2" "$3" <<'PY'
 import json, sys

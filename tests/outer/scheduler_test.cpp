@@ -132,3 +132,21 @@ TEST(SchedulerTest, PerSiteStateRoundTrips) {
   broken.pop_back();
   EXPECT_THROW(b.load(broken), std::invalid_argument);
 }
+
+TEST(SchedulerTest, OverlappedModelOnlyNeedsHToHideTheSync) {
+  ScheduleConfig c;
+  c.mode = ScheduleMode::kOverhead;
+  c.target_comm_share = 0.1;
+  c.hysteresis = 0.0;
+  c.overlapped = true;
+  c.ema = 1.0;
+  Scheduler s(c, 10);
+  s.observe(0.1, 1.0);  // exposed (1 - 0.1 H) / 1 <= 0.1 needs H >= 9
+  const Plan p = s.advance();
+  EXPECT_EQ(p.H, 9);
+  EXPECT_NEAR(p.predicted_share, 0.1, 1e-12);
+  c.overlapped = false;
+  Scheduler blocking(c, 10);
+  blocking.observe(0.1, 1.0);
+  EXPECT_EQ(blocking.advance().H, 90);  // the blocking model needs ten times more
+}
