@@ -9,6 +9,7 @@
 
 #include "comm/link_probe.h"
 #include "app/metrics_log.h"
+#include "app/sites.h"
 #include "comm/mpi_communicator.h"
 
 namespace diloco::app {
@@ -16,21 +17,19 @@ namespace diloco::app {
 int run_probe(const Recipe& recipe, int* argc, char*** argv) {
   comm::MpiSession mpi(argc, argv);
   const bool root = mpi.world_rank() == 0;
-  if (recipe.topology.sites > mpi.world_size()) {
-    if (root)
-      std::cerr << "diloco: error: topology.sites = " << recipe.topology.sites
-                << " needs at least that many ranks; this job has " << mpi.world_size() << std::endl;
-    return 2;
-  }
   try {
-    auto comms = comm::make_mpi_site_comms(recipe.topology.sites);
-    if (const auto links = recipe.links.emulator(); links && comms.leaders)
-      comms.leaders = std::make_unique<comm::EmulatedCommunicator>(std::move(comms.leaders), links);
+    comm::SiteComms comms;
+    try {
+      comms = make_sites(recipe, recipe.links.emulator());
+    } catch (const RecipeError& e) {
+      if (root) std::cerr << "diloco: error: " << e.what() << std::endl;
+      return 2;
+    }
     std::vector<std::vector<comm::LinkEstimate>> matrix;
     if (comms.leaders) matrix = comm::probe_links(*comms.leaders);
     comms.world->barrier();
     if (!root) return 0;
-    const int n = recipe.topology.sites;
+    const int n = comms.topology.num_sites;
     std::printf("links between site leaders: latency ms / bandwidth Mbit/s (alpha + S/beta)\n%6s", "");
     for (int b = 0; b < n; ++b) std::printf(" %18s", ("site " + std::to_string(b)).c_str());
     std::printf("\n");

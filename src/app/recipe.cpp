@@ -350,6 +350,12 @@ const std::vector<Key>& keys() {
                            {"auto", "all_gather", "ring"}));
 
     k.push_back(integer_key("topology", "sites", &R::topology, &TopologyConfig::sites, 1, 1 << 20));
+    // Left out of the effective recipe when the nodes decide it.
+    k.back().write = [](const Recipe& r) {
+      return r.topology.site_by == "node" && !r.topology.sites_given ? std::string() : std::to_string(r.topology.sites);
+    };
+    k.push_back(string_key("topology", "site_by", &R::topology, &TopologyConfig::site_by, {"block", "node"}));
+    k.push_back(integer_key("topology", "nodes_per_site", &R::topology, &TopologyConfig::nodes_per_site, 1, 1 << 20));
 
     k.push_back(string_key("checkpoint", "dir", &R::checkpoint, &CheckpointSection::dir, {}, true));
     k.push_back(integer_key("checkpoint", "every", &R::checkpoint, &CheckpointSection::every, 0, 1 << 30));
@@ -445,9 +451,13 @@ Recipe validate(const toml::table& root, const std::string& source, const std::s
     const toml::node* n = root.at_path(section + "." + name).node();
     return n ? where(*n, overridden, section + "." + name, source) : source;
   };
+  r.topology.sites_given = root.at_path("topology.sites").node() != nullptr;
   // Error feedback defaults on for lossy codecs (SparseLoCo, DeMo), off for fp32.
   if (!r.compression.error_feedback) r.compression.error_feedback = r.compression.codec != "none";
-  if (r.links.enabled()) {
+  // With site_by = "node" and no topology.sites the launch decides the count;
+  // the per-site keys are then checked when the sites are cut.
+  const bool sites_known = r.topology.site_by == "block" || r.topology.sites_given;
+  if (r.links.enabled() && sites_known) {
     const auto sites = static_cast<std::size_t>(r.topology.sites);
     for (const char* name : {"latency_ms", "bandwidth_mbps"}) {
       const auto& v = std::string(name) == "latency_ms" ? r.links.latency_ms : r.links.bandwidth_mbps;
@@ -459,10 +469,10 @@ Recipe validate(const toml::table& root, const std::string& source, const std::s
       if (c.site < 0 || static_cast<std::size_t>(c.site) >= sites)
         throw RecipeError(locate("links", "changes") + ": links.changes names site " + std::to_string(c.site) +
                           "; sites are 0.." + std::to_string(sites - 1));
-  } else if (!r.links.changes.empty()) {
+  } else if (!r.links.enabled() && !r.links.changes.empty()) {
     throw RecipeError(locate("links", "changes") + ": links.changes needs links.latency_ms or links.bandwidth_mbps");
   }
-  if (r.debug.slow_site >= r.topology.sites)
+  if (sites_known && r.debug.slow_site >= r.topology.sites)
     throw RecipeError(locate("debug", "slow_site") + ": debug.slow_site names site " +
                       std::to_string(r.debug.slow_site) + "; sites are 0.." + std::to_string(r.topology.sites - 1));
   if (r.sync.overlap == outer::OverlapMode::kStreaming) {
@@ -541,7 +551,8 @@ std::string to_toml(const Recipe& recipe) {
   for (const auto& section : section_names()) {
     out << (out.tellp() > 0 ? "\n" : "") << "[" << section << "]\n";
     for (const auto& k : keys())
-      if (k.section == section) out << k.name << " = " << k.write(recipe) << "\n";
+      if (k.section == section)
+        if (const std::string value = k.write(recipe); !value.empty()) out << k.name << " = " << value << "\n";
   }
   return out.str();
 }

@@ -50,6 +50,9 @@ struct CompressionConfig {
 
 struct TopologyConfig {
   int sites = 1;
+  bool sites_given = false;      // topology.sites appears in the recipe (checked against site_by = "node")
+  std::string site_by = "block";  // "block": contiguous rank blocks; "node": nodes_per_site nodes per site
+  int nodes_per_site = 1;
 };
 
 // Fail-fast deadlines for any wait on another rank (torchtitan keeps start-up

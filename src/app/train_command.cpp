@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "app/metrics_log.h"
+#include "app/sites.h"
 #include "comm/mpi_communicator.h"
 #include "comm/watchdog.h"
 #include "outer/checkpoint.h"
@@ -152,11 +153,13 @@ void trim_metrics(const std::string& path, int round) {
 int train(const Recipe& recipe, const std::string& resume, comm::MpiSession& mpi) {
   const bool root = mpi.world_rank() == 0;
   auto world = comm::MpiCommunicator::world();
-  // Which site a rank belongs to, for messages (valid once sites fit the world).
+  // Which site a rank belongs to, for messages (known once the sites are cut).
+  const comm::Topology* cut = nullptr;
   const auto site_of = [&](int rank) {
-    if (recipe.topology.sites > mpi.world_size()) return std::string("site ?");
-    return "site " + std::to_string(comm::Topology::split(rank, mpi.world_size(), recipe.topology.sites).site);
+    if (!cut || rank < 0 || rank >= static_cast<int>(cut->site_of_rank.size())) return std::string("site ?");
+    return "site " + std::to_string(cut->site_of_rank[static_cast<std::size_t>(rank)]);
   };
+
   comm::Watchdog watchdog(recipe.timeouts.startup_timeout_s, recipe.run.out_dir + "/.heartbeat", mpi.world_rank(),
                           mpi.world_size(), site_of);
   world->set_watchdog(&watchdog);
@@ -165,9 +168,6 @@ int train(const Recipe& recipe, const std::string& resume, comm::MpiSession& mpi
     return 2;
   };
 
-  if (recipe.topology.sites > mpi.world_size())
-    return fail("topology.sites = " + std::to_string(recipe.topology.sites) + " needs at least that many ranks; this job has " +
-                std::to_string(mpi.world_size()) + " (launch with mpirun -np N)");
   if (recipe.sync.overlap != outer::OverlapMode::kNone && !mpi.threads_supported())
     return fail("sync.overlap needs an MPI library with MPI_THREAD_MULTIPLE; this one offers less (use sync.overlap = \"none\")");
   inner::set_compute_threads(recipe.run.threads);
@@ -195,14 +195,17 @@ int train(const Recipe& recipe, const std::string& resume, comm::MpiSession& mpi
   if (!all_agree(*world, problem.empty()))
     return fail(problem.empty() ? "data.paths: another rank could not read the corpus" : problem);
 
-  auto comms = comm::make_mpi_site_comms(recipe.topology.sites);
+  const auto links = recipe.links.emulator();
+  comm::SiteComms comms;
+  try {
+    comms = make_sites(recipe, links);
+  } catch (const RecipeError& e) {
+    return fail(e.what());
+  }
   for (comm::Communicator* c : {comms.world.get(), comms.site.get(), comms.leaders.get()})
     if (c) c->set_watchdog(&watchdog);
-  // Emulated wide-area links sit between the site leaders only.
-  const auto links = recipe.links.emulator();
-  if (links && comms.leaders)
-    comms.leaders = std::make_unique<comm::EmulatedCommunicator>(std::move(comms.leaders), links);
   const auto& topo = comms.topology;
+  cut = &topo;
   const std::int64_t total_steps = static_cast<std::int64_t>(recipe.outer.rounds) * recipe.sync.H;
   outer::CommReplicaGroup group(*comms.site);
   inner::ShardSpec shard{topo.site, topo.num_sites, topo.site_rank, topo.site_size};
@@ -265,6 +268,11 @@ int train(const Recipe& recipe, const std::string& resume, comm::MpiSession& mpi
                 static_cast<double>(inner_loop->num_params()) / 1e6,
                 human_bytes(static_cast<double>(corpus->train().size() + corpus->eval().size())).c_str(),
                 corpus->files(), human_bytes(static_cast<double>(corpus->eval().size())).c_str());
+    const auto launch = comm::discover_launch();
+    std::printf("launched by %s: rank %d of %d, local rank %d of %d%s%s\n", launch.launcher.c_str(), launch.rank,
+                launch.size, launch.local_rank, launch.local_size,
+                launch.node >= 0 ? (", node " + std::to_string(launch.node)).c_str() : "",
+                launch.restart_count > 0 ? (", SLURM_RESTART_COUNT " + std::to_string(launch.restart_count)).c_str() : "");
     std::printf("--- effective recipe (also in %s/recipe.toml) ---\n%s---\n", recipe.run.out_dir.c_str(),
                 to_toml(recipe).c_str());
     std::fflush(stdout);

@@ -129,4 +129,11 @@ namespace diloco::comm {
 // and leader communicators. Throws std::invalid_argument for a bad site count.
 SiteComms make_mpi_site_comms(int num_sites);
 
+// The same for any cut of the world (Topology::by_node, say).
+SiteComms make_mpi_site_comms(const Topology& topology);
+
+// Every rank's node name, indexed by world rank: DILOCO_NODE_NAME when set
+// (a launcher that names nodes itself, or tests), else MPI_Get_processor_name.
+std::vector<std::string> gather_node_names(Communicator& world);
+
 }  // namespace diloco::comm

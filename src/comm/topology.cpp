@@ -1,6 +1,8 @@
-// Contiguous-block site split.
+// Site splits (by rank block or by node) and the launcher's environment.
 #include "comm/topology.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -24,6 +26,7 @@ Topology Topology::split(int world_rank, int world_size, int num_sites) {
     const int size = base + (s < extra ? 1 : 0);
     t.site_sizes.push_back(size);
     t.site_first_rank.push_back(first);
+    t.site_of_rank.insert(t.site_of_rank.end(), static_cast<std::size_t>(size), s);
     if (world_rank >= first && world_rank < first + size) {
       t.site = s;
       t.site_rank = world_rank - first;
@@ -32,6 +35,71 @@ Topology Topology::split(int world_rank, int world_size, int num_sites) {
     first += size;
   }
   return t;
+}
+
+Topology Topology::by_node(int world_rank, const std::vector<std::string>& hosts, int nodes_per_site) {
+  const int world_size = static_cast<int>(hosts.size());
+  if (world_size < 1 || world_rank < 0 || world_rank >= world_size)
+    throw std::invalid_argument("rank " + std::to_string(world_rank) + " outside a world of " +
+                                std::to_string(world_size));
+  if (nodes_per_site < 1) throw std::invalid_argument("topology.nodes_per_site must be at least 1");
+  std::vector<std::string> nodes;  // in order of first appearance
+  std::vector<int> site_of(hosts.size());
+  for (std::size_t r = 0; r < hosts.size(); ++r) {
+    auto it = std::find(nodes.begin(), nodes.end(), hosts[r]);
+    if (it == nodes.end()) it = nodes.insert(nodes.end(), hosts[r]);
+    site_of[r] = static_cast<int>(it - nodes.begin()) / nodes_per_site;
+  }
+  Topology t;
+  t.world_rank = world_rank;
+  t.world_size = world_size;
+  t.num_sites = (static_cast<int>(nodes.size()) + nodes_per_site - 1) / nodes_per_site;
+  t.site_sizes.assign(static_cast<std::size_t>(t.num_sites), 0);
+  t.site_first_rank.assign(static_cast<std::size_t>(t.num_sites), -1);
+  for (int r = 0; r < world_size; ++r) {
+    const auto s = static_cast<std::size_t>(site_of[static_cast<std::size_t>(r)]);
+    if (t.site_first_rank[s] < 0) t.site_first_rank[s] = r;
+    t.site_of_rank.push_back(static_cast<int>(s));
+    if (r == world_rank) {
+      t.site = static_cast<int>(s);
+      t.site_rank = t.site_sizes[s];
+    }
+    ++t.site_sizes[s];
+  }
+  t.site_size = t.site_sizes[static_cast<std::size_t>(t.site)];
+  return t;
+}
+
+namespace {
+
+bool read_int(const char* name, int& out) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return false;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n < 0) return false;
+  out = static_cast<int>(n);
+  return true;
+}
+
+}  // namespace
+
+LaunchInfo discover_launch() {
+  LaunchInfo info;
+  if (read_int("OMPI_COMM_WORLD_RANK", info.rank)) {
+    info.launcher = "mpirun";
+    read_int("OMPI_COMM_WORLD_SIZE", info.size);
+    read_int("OMPI_COMM_WORLD_LOCAL_RANK", info.local_rank);
+    read_int("OMPI_COMM_WORLD_LOCAL_SIZE", info.local_size);
+  } else if (read_int("SLURM_PROCID", info.rank)) {
+    info.launcher = "srun";
+    read_int("SLURM_NTASKS", info.size);
+    read_int("SLURM_LOCALID", info.local_rank);
+    read_int("SLURM_NTASKS_PER_NODE", info.local_size);
+  }
+  read_int("SLURM_NODEID", info.node);
+  read_int("SLURM_RESTART_COUNT", info.restart_count);
+  return info;
 }
 
 }  // namespace diloco::comm

@@ -1,8 +1,9 @@
-// How the world is cut into sites: contiguous rank blocks, one leader per site,
-// and the communicators that go with that cut.
+// How the world is cut into sites (contiguous rank blocks, or the nodes the
+// ranks run on), one leader per site, and the communicators that go with it.
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -20,12 +21,36 @@ struct Topology {
   int site_size = 1;
   std::vector<int> site_sizes;      // ranks per site
   std::vector<int> site_first_rank; // world rank of each site's leader
+  std::vector<int> site_of_rank;    // every world rank's site
 
   bool is_leader() const { return site_rank == 0; }
 
   // Throws std::invalid_argument unless 1 <= num_sites <= world_size.
   static Topology split(int world_rank, int world_size, int num_sites);
+
+  // Every `nodes_per_site` nodes form a site: `hosts[r]` names rank r's node;
+  // nodes are numbered by their first rank, sites likewise, and within a
+  // site ranks keep their world order. Throws std::invalid_argument for an
+  // empty host list or nodes_per_site < 1.
+  static Topology by_node(int world_rank, const std::vector<std::string>& hosts, int nodes_per_site);
 };
+
+// How a launcher started this process, from its environment: Open MPI's
+// mpirun (OMPI_COMM_WORLD_*) or Slurm's srun (SLURM_PROCID, SLURM_LOCALID,
+// SLURM_NODEID, SLURM_NTASKS); a job under mpirun inside a Slurm allocation
+// reports mpirun. Local rank picks a GPU; the restart count shows a requeue.
+struct LaunchInfo {
+  std::string launcher = "none";  // "mpirun", "srun" or "none"
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  int node = -1;                  // Slurm's node index, -1 when unknown
+  int restart_count = 0;          // SLURM_RESTART_COUNT: how often the job was requeued
+};
+
+// Reads the environment; a variable that is present but not a number is ignored.
+LaunchInfo discover_launch();
 
 // The communicators a rank uses: the whole world, its own site, and (on site
 // leaders only; nullptr elsewhere) the leaders of all sites.

@@ -43,8 +43,8 @@ done
 
 expect_exit 2 'sync.schedule must be "fixed" with sync.overlap = "streaming"' "streaming refuses a moving H" -- \
   "$DILOCO_BIN" check recipes/streaming.toml --set sync.schedule=overhead
-expect_exit 2 "sync.overlap_steps (9) must be at most sync.H / sync.fragments (5)" "overlap longer than a fragment's turn" -- \
-  "$DILOCO_BIN" check recipes/streaming.toml --set sync.overlap_steps=9
+expect_exit 2 "sync.overlap_steps (11) must be at most sync.H / sync.fragments (10)" "overlap longer than a fragment's turn" -- \
+  "$DILOCO_BIN" check recipes/streaming.toml --set sync.overlap_steps=11
 expect_exit 2 "sync.fragments = 9 but the model has only 5 layers" "more fragments than layers" -- \
   mpi 2 "$DILOCO_BIN" train recipes/streaming.toml --set sync.fragments=9 --set sync.overlap_steps=1 --out "$WORK/frag"
 finish

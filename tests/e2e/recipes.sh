@@ -1,0 +1,50 @@
+# Every recipe in recipes/ passes `diloco check`, and each runs shortened
+# (outer.rounds = 2) on the rank count its header's mpirun line gives; then
+# scripts/plot turns one run's metrics into valid PNGs.
+source "$(dirname "$0")/lib.sh"
+
+for recipe in recipes/*.toml; do
+  name=$(basename "$recipe" .toml)
+  "$DILOCO_BIN" check "$recipe" > "$WORK/$name.check" 2>&1 && pass "$name: check" \
+    || { cat "$WORK/$name.check"; fail "$name: check"; continue; }
+  ranks=$(grep -m1 -oE 'mpirun -np [0-9]+ build/diloco train' "$recipe" | awk '{print $3}')
+  [[ -n $ranks ]] || { fail "$name: its header names no 'mpirun -np N build/diloco train' line"; continue; }
+  mpi "$ranks" "$DILOCO_BIN" train "$recipe" --set outer.rounds=2 --out "$WORK/$name" > "$WORK/$name.log" 2>&1 \
+    && [[ $(rows "$WORK/$name/metrics.jsonl") -eq 2 ]] && pass "$name: 2 rounds on $ranks ranks" \
+    || { tail -20 "$WORK/$name.log"; fail "$name: shortened run"; }
+done
+
+scripts/plot "$WORK/quickstart" > "$WORK/plot.log" 2>&1 || { cat "$WORK/plot.log"; fail "plot"; }
+python3 - "$WORK/quickstart/plots" <<'PY' && pass "plot: 3 valid PNGs" || fail "plot output"
+import struct, sys, os
+for name in ("eval_loss.png", "H.png", "utilization.png"):
+    data = open(os.path.join(sys.argv[1], name), "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{name}: not a PNG"
+    width, height = struct.unpack(">II", data[16:24])
+    assert 300 <= width <= 4000 and 200 <= height <= 4000, f"{name}: {width}x{height}"
+    assert len(data) > 10_000, f"{name}: only {len(data)} bytes"
+    print(name, width, height, len(data))
+PY
+expect_exit 2 "cannot read" "plot names a folder without metrics" -- scripts/plot "$WORK/nowhere"
+
+# scripts/launch: sites x ranks per site, the command printed, the run real.
+MPIRUN_PATH_DIR=$(dirname "$(command -v "$MPIRUN")")
+PATH="$MPIRUN_PATH_DIR:$PATH" scripts/launch --sites 2 --ranks-per-site 1 --bin "$DILOCO_BIN" -- \
+  train recipes/quickstart.toml --set outer.rounds=1 --set model.d_model=32 --out "$WORK/launched" > "$WORK/launch.log" 2>&1 \
+  && grep -q "^launch: mpirun -np 2 --bind-to none" "$WORK/launch.log" && grep -q "2 ranks in 2 sites" "$WORK/launch.log" \
+  && pass "launch: 2 sites x 1 rank" || { cat "$WORK/launch.log"; fail "launch"; }
+# topology.site_by = "node": ranks named as if on 2 nodes form 2 sites of 2.
+cat > "$WORK/nodes.sh" <<'SH'
+export DILOCO_NODE_NAME=node$((OMPI_COMM_WORLD_RANK / 2))
+exec "$@"
+SH
+printf '[model]\nd_model = 32\n[outer]\nrounds = 1\n[topology]\nsite_by = "node"\n' > "$WORK/nodes.toml"
+mpi 4 bash "$WORK/nodes.sh" "$DILOCO_BIN" train "$WORK/nodes.toml" --out "$WORK/nodes" > "$WORK/nodes.log" 2>&1 \
+  && grep -q "4 ranks in 2 sites (2+2)" "$WORK/nodes.log" && pass "site_by node: 2 nodes, 2 sites" \
+  || { tail -5 "$WORK/nodes.log"; fail "site_by node"; }
+grep -q "^sites = " "$WORK/nodes/recipe.toml" && fail "effective recipe pins topology.sites under site_by node" \
+  || pass "effective recipe leaves topology.sites to the nodes"
+expect_exit 2 'topology.sites = 3 but topology.site_by = "node" finds 1 sites' "site_by node with a wrong site count" -- \
+  mpi 2 "$DILOCO_BIN" train recipes/quickstart.toml --set topology.site_by=node --set topology.sites=3 --out "$WORK/n3"
+expect_exit 2 "give --sites" "launch without a rank count" -- scripts/launch -- train recipes/quickstart.toml
+finish
