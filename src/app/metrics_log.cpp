@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 
 namespace diloco::app {
 namespace {
@@ -28,20 +29,16 @@ class JsonObject {
     if (v) put(*v); else out_ << "null";
     return *this;
   }
-  JsonObject& numbers(const char* name, const std::vector<double>& values) {
+  // A list of numbers: integers as they are, floating point as put() writes it.
+  template <class T>
+  JsonObject& list(const char* name, const std::vector<T>& values) {
     key(name);
     out_ << "[";
     for (std::size_t i = 0; i < values.size(); ++i) {
       if (i) out_ << ",";
-      put(values[i]);
+      if constexpr (std::is_floating_point_v<T>) put(values[i]);
+      else out_ << values[i];
     }
-    out_ << "]";
-    return *this;
-  }
-  JsonObject& integers(const char* name, const std::vector<int>& values) {
-    key(name);
-    out_ << "[";
-    for (std::size_t i = 0; i < values.size(); ++i) out_ << (i ? "," : "") << values[i];
     out_ << "]";
     return *this;
   }
@@ -121,9 +118,9 @@ std::string MetricsLog::to_json(const outer::RoundMetrics& m) {
       .number("step_s", m.step_s)
       .number("sync_s", m.sync_s)
       .integer("next_H", m.next_H)
-      .integers("site_steps", m.site_steps)
-      .numbers("site_step_s", m.site_step_s)
-      .integers("next_site_H", m.next_site_H)
+      .list("site_steps", m.site_steps)
+      .list("site_step_s", m.site_step_s)
+      .list("next_site_H", m.next_site_H)
       .optional("link_latency_ms", m.link ? std::optional<double>(m.link->latency_s * 1000.0) : std::nullopt)
       .optional("link_bandwidth_mbps",
                 m.link && m.link->bandwidth_bytes_per_s > 0.0 ? std::optional<double>(to_mbps(m.link->bandwidth_bytes_per_s))

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "outer/clock.h"
 #include "outer/pseudo_gradient.h"
 
 namespace diloco::outer {
@@ -27,10 +28,6 @@ std::pair<std::size_t, std::size_t> chunk(std::size_t count, int n, int c) {
 }
 
 constexpr int kRingTag = 4242;
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 }  // namespace
 

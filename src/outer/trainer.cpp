@@ -20,14 +20,11 @@
 #include <limits>
 #include <stdexcept>
 
+#include "outer/clock.h"
 #include "outer/pseudo_gradient.h"
 
 namespace diloco::outer {
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 std::vector<Fragment> layout_of(const inner::InnerLoop& inner, const SyncConfig& sync) {
   std::vector<LayerSpan> layers;
@@ -225,6 +222,11 @@ void Trainer::launch(FragmentSync& f, const SiteUpdate& update, int round, std::
   compute_pseudo_gradient(global, local, f.delta);
   inject_faults(f.delta, round);
   f.update = update;
+  send(f, seed_round, blocking);
+}
+
+// Exchanges f.delta (with f.update): here, or on the comm thread.
+void Trainer::send(FragmentSync& f, std::int64_t seed_round, bool blocking) {
   auto job = [this, &f, seed_round] { f.stats = f.exchange->average(f.delta, f.update, seed_round); };
   if (blocking) {
     job();
@@ -279,9 +281,9 @@ void Trainer::sync_delayed(const inner::InnerStats& stats, int round, bool drain
   inject_faults(own, round);
   if (drain) {
     // Send this round's progress now and end on the global params.
-    f.delta = own;
+    f.delta = std::move(own);
     f.update = update;
-    f.stats = f.exchange->average(f.delta, f.update, round);
+    send(f, round, true);
     finish(f, sync);
     std::memcpy(local.data(), global_.data(), global_.size() * sizeof(float));
     round_start_.clear();
@@ -295,7 +297,7 @@ void Trainer::sync_delayed(const inner::InnerStats& stats, int round, bool drain
   for (std::size_t i = 0; i < local.size(); ++i) local[i] = usable ? global_[i] - own[i] : global_[i];
   f.delta = std::move(own);
   f.update = update;
-  f.in_flight = comm_thread_->submit([this, &f, round] { f.stats = f.exchange->average(f.delta, f.update, round); });
+  send(f, round, false);
   round_start_.assign(local.begin(), local.end());
 }
 

@@ -209,6 +209,7 @@ class Trainer {
   // Fragment f's pseudo-gradient goes out: on the comm thread, or right here
   // when `blocking`; finish() waits for it and applies the outer step.
   void launch(FragmentSync& f, const SiteUpdate& update, int round, std::int64_t seed_round, bool blocking);
+  void send(FragmentSync& f, std::int64_t seed_round, bool blocking);
   void inject_faults(std::span<float> delta, int round) const;
   void finish(FragmentSync& f, RoundSync& sync);
   void report(const inner::InnerStats& stats, const RoundSync& sync, RoundMetrics& metrics);
