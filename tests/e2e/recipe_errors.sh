@@ -40,6 +40,19 @@ expect_exit 2 "no plain-text files under $WORK/binary_only" "folder without text
 : > "$WORK/a_file"
 expect_exit 2 "run.out_dir: cannot write to $WORK/a_file/out" "unwritable out dir" -- \
   mpi 2 "$DILOCO_BIN" train recipes/quickstart.toml --out "$WORK/a_file/out"
+# Keys added with the schedules, overlap and launch work.
+expect_exit 2 "debug.slow_site names site 2; sites are 0..1" "slow site outside the sites" -- \
+  "$DILOCO_BIN" check recipes/quickstart.toml --set debug.slow_site=2
+expect_exit 2 "debug.slow_factor must be in [1, 1000]" "slow factor below 1" -- \
+  "$DILOCO_BIN" check recipes/quickstart.toml --set debug.slow_factor=0.5
+expect_exit 2 'topology.site_by must be one of "block", "node"' "unknown site_by" -- \
+  "$DILOCO_BIN" check recipes/quickstart.toml --set topology.site_by=rack
+expect_exit 2 'sync.overlap must be one of "none", "delayed", "streaming"' "unknown overlap mode" -- \
+  "$DILOCO_BIN" check recipes/quickstart.toml --set sync.overlap=eager
+expect_exit 2 'sync.schedule must be one of "fixed", "overhead", "time-budget"' "unknown schedule" -- \
+  "$DILOCO_BIN" check recipes/quickstart.toml --set sync.schedule=budget
+expect_exit 2 "sync.mix_alpha must be in [0, 1)" "mix alpha of 1" -- \
+  "$DILOCO_BIN" check recipes/quickstart.toml --set sync.mix_alpha=1.0
 elapsed=$(( $(date +%s) - start ))
 [[ $elapsed -lt 120 ]] && pass "no hang ($elapsed s)" || fail "mpirun error cases took $elapsed s"
 finish
