@@ -2,8 +2,9 @@
 # (debug.slow_factor), so it is planned about half the steps of site 0, and
 # site 0 no longer waits long at the exchange. The knob doubles each step's
 # own compute time; two ranks sharing 2 cores also slow each other's compute,
-# so the measured ratio lands between about 1.6x and 2.7x from run to run
-# and the split is checked against the measured speeds. Passive link estimates follow
+# so the measured ratio lands anywhere between about 1.6x and 4x from run to
+# run (4x seen on a loaded CI machine) and the split is checked against the
+# measured speeds, not against the knob. Passive link estimates follow
 # the emulated link, and a forced re-probe lands in the metrics.
 source "$(dirname "$0")/lib.sh"
 
@@ -31,7 +32,7 @@ eval_every = 1000
 TOML
 mpi 2 "$DILOCO_BIN" train "$WORK/tb.toml" --out "$WORK/tb" > "$WORK/tb.log" 2>&1 \
   || { tail -20 "$WORK/tb.log"; fail "time-budget run"; }
-python3 - "$WORK/tb/metrics.jsonl" <<'PY' && pass "slow site runs about half the steps; fast site waits < 10%" \
+python3 - "$WORK/tb/metrics.jsonl" <<'PY' && pass "slow site runs fewer steps in its measured speed ratio; fast site waits < 10%" \
   || fail "time-budget split"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
@@ -48,7 +49,7 @@ assert waits[0] > 0.2, "without a plan the fast site should wait for the slow on
 for prev_row, r, w in zip(rows[1:], rows[2:], waits[2:]):  # round 2 already runs the split
     fast, slow = r["site_steps"]
     t_fast, t_slow = prev_row["site_step_s"]
-    assert fast == 30 and 0.3 <= slow / fast <= 0.7, r["site_steps"]
+    assert fast == 30 and slow < fast and t_slow > t_fast, (r["site_steps"], prev_row["site_step_s"])
     assert abs((slow / fast) / (t_fast / t_slow) - 1) <= 0.2, (r["site_steps"], prev_row["site_step_s"])
     assert w < 0.25, f"round {r['round']}: the fast site waited {w:.3f} of the round"
 # Per round, noise in step times (two ranks share 2 cores) moves the wait a
