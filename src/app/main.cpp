@@ -15,6 +15,8 @@
 #include "app/probe_command.h"
 #include "app/recipe.h"
 #include "app/train_command.h"
+#include "comm/intra_site.h"
+#include "inner/inner_loop.h"
 #include "inner/corpus.h"
 
 namespace {
@@ -31,6 +33,7 @@ const char* kUsage =
     "  inspect CHECKPOINT                                      verify a checkpoint, print what it holds\n"
     "  probe RECIPE [--set ...] [--out DIR]                    measure links between sites (under mpirun)\n"
     "  plan RECIPE [--set ...] [--links FILE] [--step-s S]     what-if table of H and codecs (no MPI)\n"
+    "  devices                                                 CUDA devices and backends this build can use\n"
     "\n"
     "  diloco --version      print the version\n"
     "  diloco COMMAND --help options of a command\n"
@@ -134,6 +137,17 @@ int main(int argc, char** argv) {
       return input_error("usage: diloco inspect CHECKPOINT");
     }
     return diloco::app::run_inspect(argv[2]);
+  }
+  if (command == "devices") {
+    if (argc != 2) {
+      const bool help = argc == 3 && (std::string(argv[2]) == "--help" || std::string(argv[2]) == "-h");
+      if (!help) return input_error("usage: diloco devices");
+      std::cout << "usage: diloco devices\nPrint how many CUDA devices libtorch sees and whether NCCL was built in.\n";
+      return 0;
+    }
+    std::cout << "cuda_devices " << diloco::inner::cuda_device_count() << "\n"
+              << "nccl " << (diloco::comm::nccl_built() ? "built" : "not built") << "\n";
+    return 0;
   }
   if (command != "train" && command != "check" && command != "probe" && command != "plan") return input_error("unknown command '" + command + "'\n" + kUsage);
 

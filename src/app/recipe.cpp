@@ -278,6 +278,16 @@ const std::vector<Key>& keys() {
     k.push_back(integer_key("run", "seed", &R::run, &RunConfig::seed, 0, kBig));
     k.push_back(string_key("run", "out_dir", &R::run, &RunConfig::out_dir));
     k.push_back(integer_key("run", "threads", &R::run, &RunConfig::threads, 1, 256));
+    k.push_back(enum_key("run", "device", &R::devices, &DeviceSection::device,
+                         std::vector<std::pair<std::string, inner::DeviceSetting>>{
+                             {"auto", inner::DeviceSetting::kAuto},
+                             {"cpu", inner::DeviceSetting::kCpu},
+                             {"cuda", inner::DeviceSetting::kCuda}}));
+    k.push_back(enum_key("comm", "intra_site", &R::devices, &DeviceSection::intra_site,
+                         std::vector<std::pair<std::string, comm::IntraSiteSetting>>{
+                             {"auto", comm::IntraSiteSetting::kAuto},
+                             {"mpi", comm::IntraSiteSetting::kMpi},
+                             {"nccl", comm::IntraSiteSetting::kNccl}}));
 
     k.push_back(integer_key("model", "d_model", &R::model, &inner::ModelConfig::d_model, 8, 16384));
     k.push_back(integer_key("model", "n_layers", &R::model, &inner::ModelConfig::n_layers, 1, 256));
@@ -299,6 +309,9 @@ const std::vector<Key>& keys() {
     k.push_back(number_key("inner", "weight_decay", &R::inner, &inner::InnerOptimConfig::weight_decay, non_negative, ">= 0"));
     k.push_back(number_key("inner", "beta1", &R::inner, &inner::InnerOptimConfig::beta1, unit_open, "in [0, 1)"));
     k.push_back(number_key("inner", "beta2", &R::inner, &inner::InnerOptimConfig::beta2, unit_open, "in [0, 1)"));
+    k.push_back(enum_key("inner", "precision", &R::devices, &DeviceSection::precision,
+                         std::vector<std::pair<std::string, inner::Precision>>{{"fp32", inner::Precision::kFp32},
+                                                                               {"bf16", inner::Precision::kBf16}}));
     k.push_back(number_key("inner", "grad_clip", &R::inner, &inner::InnerOptimConfig::grad_clip, non_negative,
                            ">= 0 (0 turns clipping off)"));
 
@@ -307,6 +320,8 @@ const std::vector<Key>& keys() {
                          std::vector<std::pair<std::string, outer::OuterKind>>{
                              {"nesterov", outer::OuterKind::kNesterov}, {"sgd", outer::OuterKind::kSgd}}));
     k.push_back(number_key("outer", "lr", &R::outer, &outer::OuterConfig::lr, positive, "> 0"));
+    k.push_back(enum_key("outer", "state_device", &R::devices, &DeviceSection::outer_state_on_device,
+                         std::vector<std::pair<std::string, bool>>{{"cpu", false}, {"same", true}}));
     k.push_back(number_key("outer", "momentum", &R::outer, &outer::OuterConfig::momentum, unit_open, "in [0, 1)"));
     k.push_back(top_number_key("outer", "max_update_norm_ratio", &R::max_update_norm_ratio, non_negative,
                                ">= 0 (0 turns the outlier check off)"));
@@ -485,6 +500,13 @@ Recipe validate(const toml::table& root, const std::string& source, const std::s
                         std::to_string(r.sync.overlap_steps) + ") must be at most sync.H / sync.fragments (" +
                         std::to_string(r.sync.H / r.sync.fragments) + "), so one fragment is in flight at a time");
   }
+  if (r.devices.outer_state_on_device && r.devices.device == inner::DeviceSetting::kCuda)
+    throw RecipeError(locate("outer", "state_device") +
+                      ": outer.state_device = \"same\" is not possible with run.device = \"cuda\": the outer "
+                      "optimizer works on host memory (use \"cpu\", which keeps the outer state off the GPU)");
+  if (r.devices.intra_site == comm::IntraSiteSetting::kNccl && r.devices.device == inner::DeviceSetting::kCpu)
+    throw RecipeError(locate("comm", "intra_site") +
+                      ": comm.intra_site = \"nccl\" needs run.device = \"cuda\" or \"auto\" (NCCL reduces GPU memory)");
   if (r.sync.h_min > r.sync.h_max)
     throw RecipeError(locate("sync", "h_min") + ": sync.h_min (" + std::to_string(r.sync.h_min) +
                       ") is above sync.h_max (" + std::to_string(r.sync.h_max) + ")");

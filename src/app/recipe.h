@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/intra_site.h"
 #include "comm/link_emulator.h"
 #include "inner/corpus.h"
 #include "inner/inner_loop.h"
@@ -31,6 +32,19 @@ struct RunConfig {
   std::int64_t seed = 0;
   std::string out_dir = "runs/diloco";
   int threads = 1;  // intra-op threads per rank
+};
+
+// Where the inner steps and the outer state run, and what carries the
+// per-step gradient all-reduce inside a site.
+struct DeviceSection {
+  inner::DeviceSetting device = inner::DeviceSetting::kAuto;          // run.device
+  inner::Precision precision = inner::Precision::kFp32;               // inner.precision
+  comm::IntraSiteSetting intra_site = comm::IntraSiteSetting::kAuto;  // comm.intra_site
+  // outer.state_device: "cpu" keeps global params, outer momentum and
+  // error-feedback residuals in host memory; "same" means the inner steps'
+  // device, which is only possible on the CPU (the outer optimizer works on
+  // host memory), so it is refused with run.device = "cuda".
+  bool outer_state_on_device = false;
 };
 
 struct CompressionConfig {
@@ -94,6 +108,7 @@ struct CheckpointSection {
 
 struct Recipe {
   RunConfig run;
+  DeviceSection devices;
   inner::ModelConfig model;
   inner::DataConfig data;
   inner::InnerOptimConfig inner;

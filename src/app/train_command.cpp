@@ -2,6 +2,7 @@
 // and report (resolved recipe, one line per round, summary table).
 #include "app/train_command.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -15,6 +16,7 @@
 
 #include "app/metrics_log.h"
 #include "app/sites.h"
+#include "comm/intra_site.h"
 #include "comm/mpi_communicator.h"
 #include "comm/watchdog.h"
 #include "outer/checkpoint.h"
@@ -54,7 +56,14 @@ std::string round_line(const outer::RoundMetrics& m, int rounds) {
   return buf;
 }
 
-void print_summary(const outer::RunSummary& s, int sites, int ranks) {
+// Peak resident memory of this process so far, in bytes.
+double peak_rss_bytes() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) * 1024.0;  // Linux reports KiB
+}
+
+void print_summary(const outer::RunSummary& s, int sites, int ranks, double peak_rss) {
   std::printf("\nsummary (%d sites, %d ranks)\n", sites, ranks);
   std::printf("  %-24s %12.4f\n", "start eval loss", s.initial_eval_loss);
   std::printf("  %-24s %12.4f\n", "final eval loss", s.final_eval_loss);
@@ -62,6 +71,7 @@ void print_summary(const outer::RunSummary& s, int sites, int ranks) {
   std::printf("  %-24s %12lld\n", "inner steps per site", static_cast<long long>(s.inner_steps));
   std::printf("  %-24s %12s\n", "bytes sent between sites", human_bytes(static_cast<double>(s.bytes_sent)).c_str());
   std::printf("  %-24s %11.1fs\n", "wall time", s.wall_s);
+  std::printf("  %-24s %12s\n", "peak RSS (largest rank)", human_bytes(peak_rss).c_str());
   std::fflush(stdout);
 }
 
@@ -207,12 +217,35 @@ int train(const Recipe& recipe, const std::string& resume, comm::MpiSession& mpi
   const auto& topo = comms.topology;
   cut = &topo;
   const std::int64_t total_steps = static_cast<std::int64_t>(recipe.outer.rounds) * recipe.sync.H;
-  outer::CommReplicaGroup group(*comms.site);
+
+  // The device and what carries gradients inside the site; every rank
+  // decides alike, or the job stops with the reason.
+  const auto launch = comm::discover_launch();
+  inner::DeviceConfig device;
+  auto intra_site = comm::IntraSiteBackend::kMpi;
+  try {
+    device = inner::choose_device(recipe.devices.device, inner::cuda_device_count(), launch.local_rank);
+    device.precision = recipe.devices.precision;
+    intra_site = comm::choose_intra_site(recipe.devices.intra_site, device.cuda, comm::nccl_built());
+    if (device.cuda && recipe.devices.outer_state_on_device)
+      throw std::invalid_argument("outer.state_device = \"same\" is not possible on CUDA: the outer optimizer works on host memory");
+    problem.clear();
+  } catch (const std::invalid_argument& e) {
+    problem = e.what();
+  }
+  if (!all_agree(*world, problem.empty())) return fail(problem.empty() ? "another rank cannot use the device" : problem);
+  // NCCL runs on the default stream, which is where libtorch computes (diloco sets no stream guard).
+  std::unique_ptr<comm::Communicator> gradient_comm;
+  if (intra_site == comm::IntraSiteBackend::kNccl) {
+    gradient_comm = comm::make_nccl_communicator(*comms.site, device.index, nullptr);
+    gradient_comm->set_watchdog(&watchdog);
+  }
+  outer::CommReplicaGroup group(gradient_comm ? *gradient_comm : *comms.site, *comms.site, gradient_comm != nullptr);
   inner::ShardSpec shard{topo.site, topo.num_sites, topo.site_rank, topo.site_size};
   std::unique_ptr<inner::InnerLoop> inner_loop;
   try {
     inner_loop = std::make_unique<inner::InnerLoop>(recipe.model, recipe.inner, recipe.data, *corpus, shard, group,
-                                                    static_cast<std::uint64_t>(recipe.run.seed), total_steps);
+                                                    static_cast<std::uint64_t>(recipe.run.seed), total_steps, device);
     problem.clear();
   } catch (const inner::DataError& e) {
     problem = std::string("data: ") + e.what();
@@ -268,7 +301,10 @@ int train(const Recipe& recipe, const std::string& resume, comm::MpiSession& mpi
                 static_cast<double>(inner_loop->num_params()) / 1e6,
                 human_bytes(static_cast<double>(corpus->train().size() + corpus->eval().size())).c_str(),
                 corpus->files(), human_bytes(static_cast<double>(corpus->eval().size())).c_str());
-    const auto launch = comm::discover_launch();
+    std::printf("device %s%s%s | gradients inside sites over %s | outer state in host memory\n",
+                device.cuda ? "cuda:" : "cpu", device.cuda ? std::to_string(device.index).c_str() : "",
+                device.precision == inner::Precision::kBf16 ? " (bf16 autocast, fp32 master weights)" : " (fp32)",
+                comm::to_string(intra_site));
     std::printf("launched by %s: rank %d of %d, local rank %d of %d%s%s\n", launch.launcher.c_str(), launch.rank,
                 launch.size, launch.local_rank, launch.local_size,
                 launch.node >= 0 ? (", node " + std::to_string(launch.node)).c_str() : "",
@@ -318,7 +354,14 @@ int train(const Recipe& recipe, const std::string& resume, comm::MpiSession& mpi
   install_stop_handlers();
   hooks.stop_requested = [] { return g_stop_signal != 0; };
   const auto summary = trainer.run(hooks);
-  if (root) print_summary(summary, topo.num_sites, topo.world_size);
+  double peak_rss = peak_rss_bytes();
+  {
+    std::vector<double> per_rank(static_cast<std::size_t>(topo.world_size), 0.0);
+    per_rank[static_cast<std::size_t>(topo.world_rank)] = peak_rss;
+    comms.world->all_reduce_sum(std::span<double>(per_rank));
+    for (double v : per_rank) peak_rss = std::max(peak_rss, v);
+  }
+  if (root) print_summary(summary, topo.num_sites, topo.world_size, peak_rss);
   if (root && summary.stopped)
     std::printf("stopped by a signal after round %d; checkpoint in %s (continue with --resume auto)\n",
                 summary.rounds, recipe.checkpoint_dir().c_str());

@@ -1,27 +1,53 @@
 // Inner loop: flat parameter and gradient buffers, one all-reduce per step.
 #include "inner/inner_loop.h"
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 #include <sstream>
 #include <cmath>
 #include <thread>
 
+#include <stdexcept>
+
+#include "inner/autocast.h"
 #include "inner/gpt.h"
 #include "inner/lr_schedule.h"
 
 namespace diloco::inner {
 
+DeviceConfig choose_device(DeviceSetting setting, int cuda_devices, int local_rank) {
+  DeviceConfig device;
+  if (setting == DeviceSetting::kCpu) return device;
+  if (cuda_devices <= 0) {
+    if (setting == DeviceSetting::kAuto) return device;
+    throw std::invalid_argument(
+        "run.device = \"cuda\" but there is no CUDA device here" +
+        std::string(torch::cuda::is_available() ? "" : " (or this libtorch was built without CUDA)") +
+        "; use \"cpu\" or \"auto\"");
+  }
+  device.cuda = true;
+  device.index = std::max(local_rank, 0) % cuda_devices;
+  return device;
+}
+
+int cuda_device_count() { return static_cast<int>(torch::cuda::device_count()); }
+
+
 struct InnerLoop::Impl {
   Impl(const ModelConfig& model_config, const InnerOptimConfig& optim_config, const DataConfig& data,
        const Corpus& corpus, ShardSpec shard, ReplicaGroup& g, std::uint64_t seed,
-       std::int64_t total_steps)
-      : group(g),
+       std::int64_t total_steps, const DeviceConfig& device_config)
+      : device_config(device_config),
+        device(device_config.cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(device_config.index))
+                                  : torch::Device(torch::kCPU)),
+        group(g),
         sampler(corpus, data, shard, model_config.seq_len, seed),
         optim(optim_config),
         schedule{optim_config.lr, optim_config.warmup_steps, total_steps, optim_config.min_lr_ratio} {
     torch::manual_seed(seed);
-    model = Gpt(model_config);
+    model = Gpt(model_config);  // initialized on the CPU, so every device starts from the same weights
+    model->to(device);
     flatten();
     std::vector<torch::Tensor> decayed;
     std::vector<torch::Tensor> plain;
@@ -48,8 +74,9 @@ struct InnerLoop::Impl {
     auto params = model->parameters();
     std::int64_t total = 0;
     for (auto& p : params) total += p.numel();
-    flat_params = torch::empty({total});
-    flat_grads = torch::zeros({total + 1});
+    const auto on_device = torch::TensorOptions().dtype(torch::kFloat).device(device);
+    flat_params = torch::empty({total}, on_device);
+    flat_grads = torch::zeros({total + 1}, on_device);
     std::int64_t offset = 0;
     for (auto& p : params) {
       const auto n = p.numel();
@@ -60,6 +87,39 @@ struct InnerLoop::Impl {
       offset += n;
     }
     num_params = static_cast<std::size_t>(total);
+    const auto host = torch::TensorOptions().dtype(torch::kFloat).pinned_memory(torch::cuda::is_available());
+    if (device.is_cuda() || device_config.stage_params) host_params = torch::empty({total}, host);
+    if (device.is_cuda()) host_grads = torch::empty({total + 1}, host);
+  }
+
+  // The host copy of the parameters (staged runs): brought up to date before
+  // the outer loop reads it, written back before the model next uses it.
+  void pull_params() {
+    if (!host_params.defined() || host_current) return;
+    host_params.copy_(flat_params);
+    host_current = true;
+  }
+  void push_params() {
+    if (!host_params.defined() || !host_written) return;
+    flat_params.copy_(host_params, /*non_blocking=*/true);  // ordered before the next kernels on the stream
+    host_written = false;
+  }
+
+  // The group sums `flat_grads` (gradients and the loss slot) in place; on
+  // CUDA with a host-memory group, through the pinned host copy.
+  void sum_grads() {
+    if (device.is_cuda() && !group.reduces_device_memory()) {
+      host_grads.copy_(flat_grads);
+      group.sum(std::span<float>(host_grads.data_ptr<float>(), num_params + 1));
+      flat_grads.copy_(host_grads, /*non_blocking=*/true);
+    } else {
+      group.sum(std::span<float>(flat_grads.data_ptr<float>(), num_params + 1));
+    }
+  }
+
+  torch::Tensor tokens_on_device(std::int64_t* data, std::int64_t rows, std::int64_t cols) {
+    auto tokens = torch::from_blob(data, {rows, cols}, torch::kLong);
+    return device.is_cuda() ? tokens.to(device) : tokens;
   }
 
   // Returns the step's mean loss over the group; a non-finite loss or
@@ -68,21 +128,25 @@ struct InnerLoop::Impl {
     sampler.train_batch(step, batch);
     const auto B = sampler.batch_size();
     const auto T = sampler.seq_len();
-    auto tokens = torch::from_blob(batch.data(), {B, T + 1}, torch::kLong);
+    auto tokens = tokens_on_device(batch.data(), B, T + 1);
     auto inputs = tokens.slice(1, 0, T);
     auto targets = tokens.slice(1, 1, T + 1);
 
     flat_grads.zero_();
-    auto loss = model->loss(inputs, targets);
+    torch::Tensor loss;
+    {
+      AutocastScope autocast(device_config.precision == Precision::kBf16, device_config.cuda);
+      loss = model->loss(inputs, targets);
+    }
     loss.backward();
 
-    float* g = flat_grads.data_ptr<float>();
-    g[num_params] = loss.item<float>();
+    // The loss rides in the gradient buffer's last slot through the same all-reduce.
+    flat_grads.narrow(0, static_cast<std::int64_t>(num_params), 1).copy_(loss.detach().to(torch::kFloat).reshape({1}));
     if (group.size() > 1) {
-      group.sum(std::span<float>(g, num_params + 1));
+      sum_grads();
       flat_grads.div_(static_cast<float>(group.size()));
     }
-    const double mean_loss = g[num_params];
+    const double mean_loss = flat_grads[static_cast<std::int64_t>(num_params)].item<double>();
     auto grads = flat_grads.narrow(0, 0, static_cast<std::int64_t>(num_params));
     const double norm = grads.norm().item<double>();
     // Every replica sees the same averaged values, so all skip together.
@@ -98,6 +162,8 @@ struct InnerLoop::Impl {
     return mean_loss;
   }
 
+  DeviceConfig device_config;
+  torch::Device device;
   ReplicaGroup& group;
   BatchSampler sampler;
   InnerOptimConfig optim;
@@ -110,12 +176,16 @@ struct InnerLoop::Impl {
   std::vector<std::int64_t> batch;
   std::int64_t step = 0;
   double slowdown = 1.0;
+  torch::Tensor host_params;  // staged runs only
+  torch::Tensor host_grads;   // CUDA with a host-memory group only
+  bool host_current = false;  // host_params equals the model's parameters
+  bool host_written = false;  // host_params was handed out since the last push
 };
 
 InnerLoop::InnerLoop(const ModelConfig& model, const InnerOptimConfig& optim, const DataConfig& data,
                      const Corpus& corpus, ShardSpec shard, ReplicaGroup& group, std::uint64_t seed,
-                     std::int64_t total_steps)
-    : impl_(std::make_unique<Impl>(model, optim, data, corpus, shard, group, seed, total_steps)) {}
+                     std::int64_t total_steps, const DeviceConfig& device)
+    : impl_(std::make_unique<Impl>(model, optim, data, corpus, shard, group, seed, total_steps, device)) {}
 
 InnerLoop::~InnerLoop() = default;
 
@@ -124,6 +194,8 @@ InnerStats InnerLoop::run(int steps, const std::function<void(int, double)>& on_
   InnerStats stats;
   double loss_sum = 0.0;
   impl_->model->train();
+  impl_->push_params();
+  if (steps > 0) impl_->host_current = false;
   for (int i = 0; i < steps; ++i) {
     const auto step_start = std::chrono::steady_clock::now();
     const double loss = impl_->train_step();
@@ -145,6 +217,7 @@ InnerStats InnerLoop::run(int steps, const std::function<void(int, double)>& on_
 
 double InnerLoop::eval_loss(int windows) {
   torch::NoGradGuard no_grad;
+  impl_->push_params();
   impl_->model->eval();
   auto tokens_vec = impl_->sampler.eval_windows(windows);
   const auto T = impl_->sampler.seq_len();
@@ -153,7 +226,8 @@ double InnerLoop::eval_loss(int windows) {
   constexpr std::int64_t kChunk = 32;
   for (std::int64_t first = 0; first < mine; first += kChunk) {
     const auto n = std::min(kChunk, mine - first);
-    auto tokens = torch::from_blob(tokens_vec.data() + first * (T + 1), {n, T + 1}, torch::kLong);
+    auto tokens = impl_->tokens_on_device(tokens_vec.data() + first * (T + 1), n, T + 1);
+    AutocastScope autocast(impl_->device_config.precision == Precision::kBf16, impl_->device_config.cuda);
     auto loss = impl_->model->loss(tokens.slice(1, 0, T), tokens.slice(1, 1, T + 1));
     totals[0] += loss.item<double>() * static_cast<double>(n);
     totals[1] += static_cast<double>(n);
@@ -164,8 +238,12 @@ double InnerLoop::eval_loss(int windows) {
 }
 
 std::span<float> InnerLoop::params() {
-  return {impl_->flat_params.data_ptr<float>(), impl_->num_params};
+  if (!impl_->host_params.defined()) return {impl_->flat_params.data_ptr<float>(), impl_->num_params};
+  impl_->pull_params();
+  impl_->host_written = true;
+  return {impl_->host_params.data_ptr<float>(), impl_->num_params};
 }
+
 
 // "blocks.3.attn.qkv.weight" belongs to layer "blocks.3"; "ln_final.weight" to "ln_final".
 std::vector<InnerLoop::Layer> InnerLoop::layers() const {
@@ -208,7 +286,7 @@ void InnerLoop::load_state(const std::string& bytes) {
   try {
     torch::serialize::InputArchive archive;
     std::istringstream in(bytes);
-    archive.load_from(in);
+    archive.load_from(in, impl_->device);  // AdamW's moments live where the parameters do
     torch::Tensor step;
     torch::Tensor count;
     archive.read("num_params", count);

@@ -23,9 +23,12 @@ class ReplicaGroup {
   virtual ~ReplicaGroup() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // In-place sums over the group.
+  // In-place sums over the group. The float sum is handed the loop's own
+  // gradient memory: device memory on CUDA when reduces_device_memory(),
+  // else host memory (the loop stages device gradients through the host).
   virtual void sum(std::span<float> values) = 0;
   virtual void sum(std::span<double> values) = 0;
+  virtual bool reduces_device_memory() const { return false; }
 };
 
 // A group of one replica: plain single-process training.
@@ -47,6 +50,31 @@ struct InnerOptimConfig {
   double grad_clip = 1.0;  // max global gradient norm; 0 turns clipping off
 };
 
+enum class Precision { kFp32, kBf16 };
+
+// Where the inner steps run and in what precision.
+struct DeviceConfig {
+  bool cuda = false;  // on CUDA device `index`, else the CPU
+  int index = 0;
+  // bf16: forward passes under autocast in bfloat16; the parameters, the
+  // gradients and AdamW's state stay fp32 (master weights).
+  Precision precision = Precision::kFp32;
+  // Give the outer loop a host copy of the parameters even on the CPU (on
+  // CUDA it always gets one), so the staging path can be tested anywhere.
+  bool stage_params = false;
+};
+
+enum class DeviceSetting { kCpu, kCuda, kAuto };
+
+// The device for this rank: cuda and auto take GPU local_rank % cuda_devices;
+// auto falls back to the CPU when there is none. Throws std::invalid_argument
+// when cuda is asked for and there is no GPU (or libtorch was built without
+// CUDA: then cuda_devices is 0 too).
+DeviceConfig choose_device(DeviceSetting setting, int cuda_devices, int local_rank);
+
+// CUDA devices libtorch can use here (0 for a CPU-only libtorch).
+int cuda_device_count();
+
 struct InnerStats {
   int steps = 0;
   double mean_loss = 0.0;      // training loss averaged over steps and replicas
@@ -63,7 +91,7 @@ class InnerLoop {
   // rank), so all replicas start equal. `total_steps` sets the cosine horizon.
   InnerLoop(const ModelConfig& model, const InnerOptimConfig& optim, const DataConfig& data,
             const Corpus& corpus, ShardSpec shard, ReplicaGroup& group, std::uint64_t seed,
-            std::int64_t total_steps);
+            std::int64_t total_steps, const DeviceConfig& device = {});
   ~InnerLoop();
   InnerLoop(const InnerLoop&) = delete;
   InnerLoop& operator=(const InnerLoop&) = delete;
@@ -87,7 +115,12 @@ class InnerLoop {
   };
   std::vector<Layer> layers() const;
 
-  // All parameters as one contiguous fp32 buffer; writes take effect at once.
+  // All parameters as one contiguous fp32 host buffer; writes take effect
+  // from the next run(), eval_loss() or save. On the CPU it is the model's
+  // own memory; on CUDA (or with stage_params) a host copy (pinned when CUDA
+  // is available) that is refreshed from the device when the steps since
+  // the last call changed it, so the outer state never needs GPU memory.
+  // Do not keep the span across run().
   std::span<float> params();
   std::size_t num_params() const;
   // Tokens the whole group processes per inner step.

@@ -156,10 +156,8 @@ ExchangeStats Exchange::average(std::span<float> delta, const SiteUpdate& mine, 
   // Error feedback: transmit decode(encode(delta + residual)); keep the rest.
   if (options_.error_feedback && shares[me] > 0.0f) {
     if (!feedback_) feedback_.emplace(delta.size(), options_.error_feedback_decay);
-    transmitted_.resize(delta.size());
-    if (feedback_->encode(*codec_, delta, payload_, transmitted_, seed) != compression::EncodeError::kOk)
+    if (feedback_->encode(*codec_, delta, payload_, delta, seed) != compression::EncodeError::kOk)
       throw ExchangeError("cannot encode this site's pseudo-gradient", me);
-    std::copy(transmitted_.begin(), transmitted_.end(), delta.begin());
   }
 
   stats.algorithm = choose(delta.size());
@@ -174,13 +172,27 @@ ExchangeStats Exchange::average(std::span<float> delta, const SiteUpdate& mine, 
 void Exchange::all_gather_average(std::span<float> delta, const std::vector<float>& shares, std::uint64_t seed,
                                   ExchangeStats& stats) {
   const int me = leaders_.rank();
-  payload_.clear();
-  if (shares[me] > 0.0f && codec_->encode(delta, payload_, seed) != compression::EncodeError::kOk)
-    throw ExchangeError("cannot encode this site's pseudo-gradient", me);
-  auto payloads = timed_all_gather(payload_, stats);
-  std::fill(delta.begin(), delta.end(), 0.0f);
-  for (std::size_t s = 0; s < payloads.size(); ++s)
-    if (shares[s] > 0.0f) decode_into(payloads[s], delta, shares[s], static_cast<int>(s));
+  const std::size_t granule = codec_->split_granule();
+  std::size_t part = delta.size();
+  if (granule > 0 && options_.part_values >= granule && delta.size() > options_.part_values)
+    part = options_.part_values / granule * granule;
+  const std::size_t parts = part == 0 ? 1 : (delta.size() + part - 1) / part;
+  for (std::size_t p = 0; p < parts; ++p) {
+    const std::size_t first = p * part;
+    auto values = delta.subspan(first, std::min(part, delta.size() - first));
+    payload_.clear();
+    if (shares[me] > 0.0f && codec_->encode(values, payload_, parts == 1 ? seed : mix(seed + p)) !=
+                                 compression::EncodeError::kOk)
+      throw ExchangeError("cannot encode this site's pseudo-gradient", me);
+    auto payloads = timed_all_gather(payload_, stats);
+    std::fill(values.begin(), values.end(), 0.0f);
+    for (std::size_t s = 0; s < payloads.size(); ++s)
+      if (shares[s] > 0.0f) decode_into(payloads[s], values, shares[s], static_cast<int>(s));
+  }
+  if (parts > 1) {
+    payload_.clear();
+    payload_.shrink_to_fit();
+  }
 }
 
 void Exchange::ring_average(std::span<float> delta, const std::vector<float>& shares, std::uint64_t seed,

@@ -58,6 +58,10 @@ struct ExchangeOptions {
   float error_feedback_decay = 1.0f;
   std::uint64_t seed = 0;  // stochastic rounding
   double max_norm_ratio = 0.0;  // 0: no outlier check
+  // The all-gather exchange moves pseudo-gradients in parts of at most this
+  // many values (cut at the codec's blocks), so its buffers stay a few MB
+  // instead of sites x payload; codecs that cannot be cut (top-k) go whole.
+  std::size_t part_values = std::size_t{1} << 21;
 };
 
 // What one site brings to an exchange besides its pseudo-gradient.
@@ -118,7 +122,6 @@ class Exchange {
   ExchangeOptions options_;
   std::optional<compression::ErrorFeedback> feedback_;
   std::vector<std::byte> payload_;
-  std::vector<float> transmitted_;
 };
 
 }  // namespace diloco::outer

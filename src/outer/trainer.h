@@ -124,17 +124,24 @@ struct OuterParts {
   std::function<std::unique_ptr<OuterOptimizer>(std::size_t params)> optimizer;
 };
 
-// Adapts a site communicator to the inner loop's replica group.
+// Adapts a site's communicators to the inner loop's replica group: the
+// per-step gradient sums go over `gradients` (NCCL on device memory, or the
+// site's MPI communicator), the small host-side sums (eval totals) over `site`.
 class CommReplicaGroup final : public inner::ReplicaGroup {
  public:
-  explicit CommReplicaGroup(comm::Communicator& comm) : comm_(comm) {}
-  int rank() const override { return comm_.rank(); }
-  int size() const override { return comm_.size(); }
-  void sum(std::span<float> values) override { comm_.all_reduce_sum(values); }
-  void sum(std::span<double> values) override { comm_.all_reduce_sum(values); }
+  explicit CommReplicaGroup(comm::Communicator& site) : gradients_(site), site_(site) {}
+  CommReplicaGroup(comm::Communicator& gradients, comm::Communicator& site, bool device_memory)
+      : gradients_(gradients), site_(site), device_memory_(device_memory) {}
+  int rank() const override { return site_.rank(); }
+  int size() const override { return site_.size(); }
+  void sum(std::span<float> values) override { gradients_.all_reduce_sum(values); }
+  void sum(std::span<double> values) override { site_.all_reduce_sum(values); }
+  bool reduces_device_memory() const override { return device_memory_; }
 
  private:
-  comm::Communicator& comm_;
+  comm::Communicator& gradients_;
+  comm::Communicator& site_;
+  bool device_memory_ = false;
 };
 
 class Trainer {

@@ -131,3 +131,28 @@ TEST(RecipeErrorTest, MissingFile) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/recipe.toml: cannot open"), std::string::npos);
   }
 }
+
+TEST(RecipeDeviceTest, DeviceKeysParseAndRoundTrip) {
+  const auto r = diloco::app::parse_recipe(
+      "[run]\ndevice = \"cuda\"\n[comm]\nintra_site = \"nccl\"\n[inner]\nprecision = \"bf16\"\n[outer]\nstate_device = \"cpu\"\n",
+      "test.toml", {});
+  EXPECT_EQ(r.devices.device, diloco::inner::DeviceSetting::kCuda);
+  EXPECT_EQ(r.devices.intra_site, diloco::comm::IntraSiteSetting::kNccl);
+  EXPECT_EQ(r.devices.precision, diloco::inner::Precision::kBf16);
+  EXPECT_FALSE(r.devices.outer_state_on_device);
+  const auto again = diloco::app::parse_recipe(diloco::app::to_toml(r), "effective.toml", {});
+  EXPECT_EQ(again.devices.device, r.devices.device);
+  EXPECT_EQ(again.devices.intra_site, r.devices.intra_site);
+  EXPECT_EQ(again.devices.precision, r.devices.precision);
+}
+
+TEST(RecipeDeviceTest, ImpossibleDeviceCombinationsNameTheKey) {
+  auto e = error_of("[run]\ndevice = \"tpu\"\n");
+  EXPECT_NE(e.find("run.device must be one of \"auto\", \"cpu\", \"cuda\""), std::string::npos) << e;
+  e = error_of("[run]\ndevice = \"cuda\"\n[outer]\nstate_device = \"same\"\n");
+  EXPECT_NE(e.find("outer.state_device = \"same\" is not possible with run.device = \"cuda\""), std::string::npos) << e;
+  e = error_of("[run]\ndevice = \"cpu\"\n[comm]\nintra_site = \"nccl\"\n");
+  EXPECT_NE(e.find("comm.intra_site = \"nccl\" needs run.device"), std::string::npos) << e;
+  e = error_of("", {"inner.precision=fp16"});
+  EXPECT_NE(e.find("inner.precision must be one of \"fp32\", \"bf16\""), std::string::npos) << e;
+}

@@ -7,6 +7,20 @@ for recipe in recipes/*.toml; do
   name=$(basename "$recipe" .toml)
   "$DILOCO_BIN" check "$recipe" > "$WORK/$name.check" 2>&1 && pass "$name: check" \
     || { cat "$WORK/$name.check"; fail "$name: check"; continue; }
+  if grep -q '^device = "cuda"' "$recipe"; then
+    # A GPU recipe: without a GPU it must stop at once and say why; its
+    # settings (NCCL, bf16, site_by node) then run on the CPU, shortened.
+    if "$DILOCO_BIN" devices | grep -qx "cuda_devices 0"; then
+      expect_exit 2 'run.device = "cuda" but there is no CUDA device' "$name: refused without a GPU" -- \
+        mpi 2 "$DILOCO_BIN" train "$recipe" --set outer.rounds=1 --out "$WORK/$name-nogpu"
+    fi
+    mpi 2 "$DILOCO_BIN" train "$recipe" --set run.device=cpu --set comm.intra_site=mpi --set run.threads=1 \
+      --set model.d_model=64 --set model.n_layers=2 --set model.n_heads=4 --set model.seq_len=64 \
+      --set sync.H=5 --set sync.h_min=5 --set outer.rounds=2 --out "$WORK/$name" > "$WORK/$name.log" 2>&1 \
+      && [[ $(rows "$WORK/$name/metrics.jsonl") -eq 2 ]] && grep -q "bf16 autocast" "$WORK/$name.log" \
+      && pass "$name: 2 rounds on the CPU (bf16, site_by node)" || { tail -20 "$WORK/$name.log"; fail "$name: CPU run"; }
+    continue
+  fi
   ranks=$(grep -m1 -oE 'mpirun -np [0-9]+ build/diloco train' "$recipe" | awk '{print $3}')
   [[ -n $ranks ]] || { fail "$name: its header names no 'mpirun -np N build/diloco train' line"; continue; }
   mpi "$ranks" "$DILOCO_BIN" train "$recipe" --set outer.rounds=2 --out "$WORK/$name" > "$WORK/$name.log" 2>&1 \

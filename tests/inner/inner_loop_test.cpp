@@ -7,35 +7,13 @@
 #include <limits>
 
 #include "inner/inner_loop.h"
+#include "fixtures.h"
 #include "inner/lr_schedule.h"
 
 using namespace diloco::inner;
+using namespace diloco::inner::testing;
 
 namespace {
-
-Corpus small_corpus() {
-  std::string s;
-  const char* lines[] = {"the quick brown fox jumps over the lazy dog. ", "a stitch in time saves nine. ",
-                         "all that glitters is not gold. ", "to be or not to be, that is the question. "};
-  for (int i = 0; s.size() < 60000; ++i) s += lines[(i * 3 + i / 5) % 4];
-  return Corpus::from_bytes(std::vector<std::uint8_t>(s.begin(), s.end()), 0.1, 64);
-}
-
-ModelConfig tiny() {
-  ModelConfig m;
-  m.d_model = 32;
-  m.n_layers = 1;
-  m.n_heads = 2;
-  m.seq_len = 16;
-  return m;
-}
-
-InnerOptimConfig fast() {
-  InnerOptimConfig o;
-  o.lr = 3e-3;
-  o.warmup_steps = 5;
-  return o;
-}
 
 }  // namespace
 

@@ -200,3 +200,32 @@ TEST(ExchangeTest, ErrorFeedbackKeepsWhatWasNotSent) {
   }
   EXPECT_EQ(held_back, 450);
 }
+
+// The all-gather exchange moves long vectors in parts cut at codec blocks:
+// the result is bit for bit that of one whole payload, and the largest
+// message shrinks to a part; top-k, which cannot be cut, still goes whole.
+TEST(ExchangeTest, PartsCutAtBlocksAverageExactlyLikeOneWholePayload) {
+  auto world = comm::MpiCommunicator::world();
+  const std::size_t count = 10000;
+  for (const std::string codec : {"none", "int8", "fp16", "topk"}) {
+    auto run = [&](std::size_t part_values, outer::ExchangeStats* stats) {
+      outer::ExchangeOptions options;
+      options.algorithm = outer::ExchangeAlgorithm::kAllGather;
+      options.part_values = part_values;
+      outer::Exchange exchange(*world, compression::make_codec(codec), options);
+      auto delta = site_delta(world->rank(), count);
+      *stats = exchange.average(delta, {1.0 + world->rank(), 1, false}, 3);
+      return delta;
+    };
+    outer::ExchangeStats whole_stats, part_stats;
+    const auto whole = run(std::size_t{1} << 21, &whole_stats);
+    const auto parts = run(1000, &part_stats);  // int8's 256-value blocks: cut every 768 values
+    EXPECT_EQ(std::memcmp(whole.data(), parts.data(), count * sizeof(float)), 0) << codec;
+    if (codec == "topk") {
+      EXPECT_EQ(part_stats.transfer_messages, whole_stats.transfer_messages);
+    } else {
+      EXPECT_GT(part_stats.transfer_messages, whole_stats.transfer_messages + 8) << codec;
+      EXPECT_LT(part_stats.critical_bytes, whole_stats.critical_bytes * 2) << codec;  // same bytes in all, in parts
+    }
+  }
+}

@@ -45,6 +45,7 @@ struct RunSetup {
   std::uint64_t seed = 17;
   std::optional<outer::SyncConfig> sync;  // default: fixed H, blocking
   std::string codec = "none";
+  inner::DeviceConfig device;  // stage_params: the host copy every CUDA run uses
 };
 
 outer::OuterParts parts_of(const RunSetup& s) {
@@ -70,7 +71,7 @@ struct Run {
       : comms(comm::make_mpi_site_comms(s.sites)),
         group(*comms.site),
         loop(tiny(), s.optim, s.data, c, shard_of(comms.topology), group, s.seed,
-             static_cast<std::int64_t>(s.outer.rounds) * s.H),
+             static_cast<std::int64_t>(s.outer.rounds) * s.H, s.device),
         trainer(comms, loop, parts_of(s), s.outer, s.sync ? *s.sync : sync_of(s.H), outer::EvalConfig{1, 8}) {}
 
   comm::SiteComms comms;
@@ -272,4 +273,21 @@ TEST(TrainerOverlapTest, OverlapModesDifferFromBlockingButStillLearn) {
   EXPECT_NE(blocking.params, delayed.params);
   EXPECT_NE(blocking.params, streaming.params);
   for (const auto* o : {&delayed, &streaming}) EXPECT_LT(o->eval.back(), blocking.eval.front() + 0.5);
+}
+
+// On CUDA the outer loop works on a host copy of the parameters; the same
+// path forced on the CPU must give the live buffer's results bit for bit, in
+// every overlap mode (each reads and writes the parameters differently).
+TEST(TrainerOverlapTest, HostStagedParametersMatchTheLiveBuffer) {
+  auto c = corpus();
+  for (auto s : {overlap_setup(outer::OverlapMode::kNone, 1, 0, 0.0),
+                 overlap_setup(outer::OverlapMode::kDelayed, 1, 0, 0.5),
+                 overlap_setup(outer::OverlapMode::kStreaming, 2, 2, 0.5)}) {
+    const auto live = run_with(s, c);
+    s.device.stage_params = true;
+    const auto staged = run_with(s, c);
+    EXPECT_EQ(std::memcmp(live.params.data(), staged.params.data(), live.params.size() * sizeof(float)), 0)
+        << "overlap " << static_cast<int>(s.sync->overlap);
+    EXPECT_EQ(live.eval, staged.eval);
+  }
 }

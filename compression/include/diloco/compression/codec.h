@@ -71,6 +71,14 @@ class Codec {
   // Payload bytes for `count` values (an estimate for data-dependent codecs).
   std::size_t payload_size(std::size_t count) const { return kWireHeaderSize + body_size(count); }
 
+  // Where a vector may be cut so that encoding the parts one by one gives the
+  // same values as encoding it whole: at multiples of this many elements (a
+  // block). 0 when it may not be cut: what top-k keeps depends on all of it.
+  std::size_t split_granule() const {
+    if (!fixed_body_size()) return 0;
+    return block_size() > 0 ? block_size() : 1;
+  }
+
  protected:
   virtual std::size_t body_size(std::size_t count) const = 0;
   // False when the body length depends on the data (topk): decode_body then

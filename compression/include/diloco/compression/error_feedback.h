@@ -18,8 +18,8 @@ class ErrorFeedback {
 
   // Encodes values + decay * residual into `payload`; `transmitted` receives
   // exactly what a receiver decodes from it, and the residual becomes
-  // (values + decay * residual) - transmitted. On an encode error nothing
-  // changes.
+  // (values + decay * residual) - transmitted. `transmitted` may be the
+  // memory of `values`. On an encode error nothing changes.
   EncodeError encode(const Codec& codec, std::span<const float> values, std::vector<std::byte>& payload,
                      std::span<float> transmitted, std::uint64_t seed);
 
@@ -30,7 +30,6 @@ class ErrorFeedback {
  private:
   std::vector<float> residual_;
   float decay_;
-  std::vector<float> corrected_;
 };
 
 }  // namespace diloco::compression

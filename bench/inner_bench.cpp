@@ -1,0 +1,198 @@
+// Inner-loop throughput: diloco's InnerLoop (one replica, no exchange)
+// against a minimal hand-written libtorch loop on the same model, batch,
+// optimizer and thread count, in one process. The two run in alternating
+// blocks so drift in the machine's speed hits both alike; the table gives
+// each one's median step time and the ratio.
+//
+//   bench_inner [--device cpu|cuda] [--d-model N] [--layers N] [--heads N]
+//               [--seq-len N] [--batch N] [--steps N] [--blocks N] [--threads N]
+//               [--precision fp32|bf16] [--only diloco|raw]
+// --only runs one side (for peak memory, read from getrusage at the end).
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "inner/autocast.h"
+#include "inner/gpt.h"
+#include "inner/inner_loop.h"
+
+using namespace diloco::inner;
+
+namespace {
+
+struct Options {
+  std::string device = "cpu";
+  int d_model = 128, layers = 2, heads = 4, seq_len = 64, batch = 16;
+  int steps = 20, blocks = 5, threads = 1;
+  std::string precision = "fp32";
+  std::string only;
+};
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::fprintf(stderr, "bench_inner: %s\n", problem.c_str());
+  std::exit(2);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) usage("missing value for " + flag);
+    const std::string v = argv[++i];
+    auto number = [&] {
+      char* end = nullptr;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (*end || n <= 0) usage(flag + " needs a positive integer (got '" + v + "')");
+      return static_cast<int>(n);
+    };
+    if (flag == "--device") o.device = v;
+    else if (flag == "--d-model") o.d_model = number();
+    else if (flag == "--layers") o.layers = number();
+    else if (flag == "--heads") o.heads = number();
+    else if (flag == "--seq-len") o.seq_len = number();
+    else if (flag == "--batch") o.batch = number();
+    else if (flag == "--steps") o.steps = number();
+    else if (flag == "--blocks") o.blocks = number();
+    else if (flag == "--threads") o.threads = number();
+    else if (flag == "--precision") o.precision = v;
+    else if (flag == "--only") o.only = v;
+    else usage("unknown flag " + flag);
+  }
+  if (o.device != "cpu" && o.device != "cuda") usage("--device must be cpu or cuda");
+  if (o.precision != "fp32" && o.precision != "bf16") usage("--precision must be fp32 or bf16");
+  if (!o.only.empty() && o.only != "diloco" && o.only != "raw") usage("--only must be diloco or raw");
+  if (o.d_model % o.heads) usage("--heads must divide --d-model");
+  return o;
+}
+
+Corpus synthetic_corpus(std::size_t bytes) {
+  std::vector<std::uint8_t> text(bytes);
+  std::uint64_t x = 88172645463325252ull;
+  for (auto& b : text) {  // xorshift: printable bytes, no file needed
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    b = static_cast<std::uint8_t>(32 + x % 95);
+  }
+  return Corpus::from_bytes(std::move(text), 0.05, 1024);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// The hand-written loop: the same GPT and AdamW, clipping, random batches.
+struct RawLoop {
+  RawLoop(const ModelConfig& config, const InnerOptimConfig& optim, torch::Device device, int batch, bool bf16)
+      : device(device), batch(batch), seq_len(config.seq_len), bf16(bf16) {
+    torch::manual_seed(1);
+    model = Gpt(config);
+    model->to(device);
+    optimizer = std::make_unique<torch::optim::AdamW>(
+        model->parameters(), torch::optim::AdamWOptions(optim.lr).betas({optim.beta1, optim.beta2}).weight_decay(optim.weight_decay));
+  }
+  void step() {
+    auto tokens = torch::randint(0, 256, {batch, seq_len + 1}, torch::TensorOptions().dtype(torch::kLong).device(device));
+    optimizer->zero_grad();
+    torch::Tensor loss;
+    {
+      AutocastScope autocast(bf16, device.is_cuda());
+      loss = model->loss(tokens.slice(1, 0, seq_len), tokens.slice(1, 1, seq_len + 1));
+    }
+    loss.backward();
+    torch::nn::utils::clip_grad_norm_(model->parameters(), 1.0);
+    optimizer->step();
+    last_loss = loss.item<double>();
+  }
+  torch::Device device;
+  int batch;
+  int seq_len;
+  bool bf16;
+  Gpt model{nullptr};
+  std::unique_ptr<torch::optim::AdamW> optimizer;
+  double last_loss = 0.0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  set_compute_threads(o.threads);
+  const bool cuda = o.device == "cuda";
+  if (cuda && cuda_device_count() == 0) {
+    std::fprintf(stderr, "bench_inner: --device cuda but libtorch sees no CUDA device\n");
+    return 2;
+  }
+  ModelConfig model;
+  model.d_model = o.d_model;
+  model.n_layers = o.layers;
+  model.n_heads = o.heads;
+  model.seq_len = o.seq_len;
+  InnerOptimConfig optim;
+  optim.warmup_steps = 10;
+  DataConfig data;
+  data.batch_size = o.batch;
+  DeviceConfig device;
+  device.cuda = cuda;
+  device.precision = o.precision == "bf16" ? Precision::kBf16 : Precision::kFp32;
+  const auto corpus = synthetic_corpus(std::size_t{4} << 20);
+  SoloGroup group;
+  const bool run_diloco = o.only != "raw";
+  const bool run_raw = o.only != "diloco";
+  std::unique_ptr<InnerLoop> loop;
+  std::unique_ptr<RawLoop> raw;
+  if (run_diloco) loop = std::make_unique<InnerLoop>(model, optim, data, corpus, ShardSpec{}, group, 1, 1 << 20, device);
+  if (run_raw)
+    raw = std::make_unique<RawLoop>(model, optim, torch::Device(cuda ? torch::kCUDA : torch::kCPU), o.batch,
+                                    o.precision == "bf16");
+  auto sync = [&] {
+    if (cuda) torch::cuda::synchronize();
+  };
+  // Warm-up: allocator, kernels, caches.
+  if (loop) loop->run(3);
+  if (raw)
+    for (int i = 0; i < 3; ++i) raw->step();
+  sync();
+  std::vector<double> diloco_s, raw_s;
+  for (int b = 0; b < o.blocks; ++b) {
+    if (loop) {
+      const auto t0 = std::chrono::steady_clock::now();
+      loop->run(o.steps);
+      sync();
+      diloco_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.steps);
+    }
+    if (raw) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < o.steps; ++i) raw->step();
+      sync();
+      raw_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.steps);
+    }
+  }
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  std::int64_t params = 0;
+  if (loop) params = static_cast<std::int64_t>(loop->num_params());
+  else
+    for (auto& p : raw->model->parameters()) params += p.numel();
+  const double tokens = static_cast<double>(o.batch) * o.seq_len;
+  std::printf("| loop | device | precision | params | ms/step (median of %d blocks of %d) | tokens/s |\n", o.blocks, o.steps);
+  std::printf("|---|---|---|---:|---:|---:|\n");
+  auto row = [&](const char* name, const std::vector<double>& s) {
+    std::printf("| %s | %s | %s | %.2fM | %.2f | %.0f |\n", name, o.device.c_str(), o.precision.c_str(),
+                static_cast<double>(params) / 1e6, 1e3 * median(s), tokens / median(s));
+  };
+  if (loop) row("diloco InnerLoop", diloco_s);
+  if (raw) row("raw libtorch", raw_s);
+  if (loop && raw) std::printf("\ndiloco / raw step time: %.3f\n", median(diloco_s) / median(raw_s));
+  std::printf("peak RSS: %.1f MB\n", static_cast<double>(usage.ru_maxrss) / 1024.0);
+  return 0;
+}

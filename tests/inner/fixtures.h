@@ -1,0 +1,38 @@
+// Shared inputs of the inner-loop tests: a small repetitive corpus, a tiny
+// GPT and an optimizer setting that learns within a few dozen steps.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "inner/corpus.h"
+#include "inner/inner_loop.h"
+#include "inner/model_config.h"
+
+namespace diloco::inner::testing {
+
+inline Corpus small_corpus() {
+  std::string s;
+  const char* lines[] = {"the quick brown fox jumps over the lazy dog. ", "a stitch in time saves nine. ",
+                         "all that glitters is not gold. ", "to be or not to be, that is the question. "};
+  for (int i = 0; s.size() < 60000; ++i) s += lines[(i * 3 + i / 5) % 4];
+  return Corpus::from_bytes(std::vector<std::uint8_t>(s.begin(), s.end()), 0.1, 64);
+}
+
+inline ModelConfig tiny(int layers = 1) {
+  ModelConfig m;
+  m.d_model = 32;
+  m.n_layers = layers;
+  m.n_heads = 2;
+  m.seq_len = 16;
+  return m;
+}
+
+inline InnerOptimConfig fast() {
+  InnerOptimConfig o;
+  o.lr = 3e-3;
+  o.warmup_steps = 5;
+  return o;
+}
+
+}  // namespace diloco::inner::testing
