@@ -174,8 +174,12 @@ void Exchange::all_gather_average(std::span<float> delta, const std::vector<floa
   const int me = leaders_.rank();
   const std::size_t granule = codec_->split_granule();
   std::size_t part = delta.size();
-  if (granule > 0 && options_.part_values >= granule && delta.size() > options_.part_values)
-    part = options_.part_values / granule * granule;
+  const std::size_t whole_bytes = codec_->payload_size(delta.size());
+  if (granule > 0 && whole_bytes > options_.part_bytes) {
+    const double values_per_byte = static_cast<double>(delta.size()) / static_cast<double>(whole_bytes);
+    const auto values = static_cast<std::size_t>(values_per_byte * static_cast<double>(options_.part_bytes));
+    part = std::max(granule, values / granule * granule);
+  }
   const std::size_t parts = part == 0 ? 1 : (delta.size() + part - 1) / part;
   for (std::size_t p = 0; p < parts; ++p) {
     const std::size_t first = p * part;

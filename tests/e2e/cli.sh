@@ -22,6 +22,19 @@ grep -q "^paths = \['a', 'b'\]$" "$WORK/eff.toml" && pass "array --set" || fail 
 "$DILOCO_BIN" check "$WORK/eff.toml" | diff -q - "$WORK/eff.toml" >/dev/null \
   && pass "effective recipe round-trips" || fail "effective recipe does not round-trip"
 
+# `diloco devices`; where the CUDA toolkit and NCCL are installed (the build
+# machines have both, no GPU), the NCCL backend must have been compiled in.
+"$DILOCO_BIN" devices > "$WORK/devices.txt" && grep -qE '^cuda_devices [0-9]+$' "$WORK/devices.txt" \
+  && pass "devices" || { cat "$WORK/devices.txt"; fail "devices"; }
+nccl_header=$(ls /usr/local/cuda/include/nccl.h /usr/include/nccl.h 2>/dev/null | head -1)
+if command -v nvcc > /dev/null && [[ -n $nccl_header ]]; then
+  grep -qx "nccl built" "$WORK/devices.txt" && pass "NCCL backend built (toolkit and $nccl_header present)" \
+    || fail "the CUDA toolkit and NCCL are installed but the NCCL backend was not built"
+else
+  echo "note: no CUDA toolkit with NCCL here; the NCCL backend is not expected"
+fi
+expect_exit 2 "usage: diloco devices" "devices takes no arguments" -- "$DILOCO_BIN" devices extra
+
 # Every bundled recipe validates.
 for recipe in recipes/*.toml; do
   expect_exit 0 "" "check $recipe" -- "$DILOCO_BIN" check "$recipe"

@@ -208,18 +208,18 @@ TEST(ExchangeTest, PartsCutAtBlocksAverageExactlyLikeOneWholePayload) {
   auto world = comm::MpiCommunicator::world();
   const std::size_t count = 10000;
   for (const std::string codec : {"none", "int8", "fp16", "topk"}) {
-    auto run = [&](std::size_t part_values, outer::ExchangeStats* stats) {
+    auto run = [&](std::size_t part_bytes, outer::ExchangeStats* stats) {
       outer::ExchangeOptions options;
       options.algorithm = outer::ExchangeAlgorithm::kAllGather;
-      options.part_values = part_values;
+      options.part_bytes = part_bytes;
       outer::Exchange exchange(*world, compression::make_codec(codec), options);
       auto delta = site_delta(world->rank(), count);
       *stats = exchange.average(delta, {1.0 + world->rank(), 1, false}, 3);
       return delta;
     };
     outer::ExchangeStats whole_stats, part_stats;
-    const auto whole = run(std::size_t{1} << 21, &whole_stats);
-    const auto parts = run(1000, &part_stats);  // int8's 256-value blocks: cut every 768 values
+    const auto whole = run(std::size_t{1} << 30, &whole_stats);
+    const auto parts = run(1000, &part_stats);  // int8: 1000 bytes hold ~970 values, cut at 768 (3 blocks)
     EXPECT_EQ(std::memcmp(whole.data(), parts.data(), count * sizeof(float)), 0) << codec;
     if (codec == "topk") {
       EXPECT_EQ(part_stats.transfer_messages, whole_stats.transfer_messages);
