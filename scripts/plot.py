@@ -39,6 +39,16 @@ def name_of(run_dir):
     return os.path.basename(os.path.normpath(run_dir))
 
 
+def save(fig, axes, path):
+    """Grid and legend on every panel, then the PNG."""
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def plot_eval(runs, out):
     fig, (by_time, by_bytes) = plt.subplots(1, 2, figsize=(11, 4))
     for name, rows in runs:
@@ -51,11 +61,7 @@ def plot_eval(runs, out):
     by_bytes.set(xlabel="bytes sent between sites (MB)", ylabel="loss", title="loss vs bytes")
     for ax in (by_time, by_bytes):
         ax.ticklabel_format(useOffset=False)
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "eval_loss.png"), dpi=100)
-    plt.close(fig)
+    save(fig, (by_time, by_bytes), os.path.join(out, "eval_loss.png"))
 
 
 def plot_H(runs, out):
@@ -69,11 +75,7 @@ def plot_H(runs, out):
             steps = [r["site_steps"][s] if s < len(r.get("site_steps", [])) else None for r in rows]
             ax.step(rounds, steps, where="mid", label=f"{name} site {s}")
     ax.set(xlabel="round", ylabel="inner steps (H)", title="H per site per round")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "H.png"), dpi=100)
-    plt.close(fig)
+    save(fig, (ax,), os.path.join(out, "H.png"))
 
 
 def plot_utilization(runs, out):
@@ -85,11 +87,7 @@ def plot_utilization(runs, out):
             ax.plot(rounds, [r["utilization"] for r in rows], marker=".", linestyle="--", label=f"{name} utilization")
     ax.set(xlabel="round", ylabel="share of wall time", ylim=(0, 1.05),
            title="communication share and compute utilization")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "utilization.png"), dpi=100)
-    plt.close(fig)
+    save(fig, (ax,), os.path.join(out, "utilization.png"))
 
 
 def main():

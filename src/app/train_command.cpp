@@ -354,13 +354,7 @@ int train(const Recipe& recipe, const std::string& resume, comm::MpiSession& mpi
   install_stop_handlers();
   hooks.stop_requested = [] { return g_stop_signal != 0; };
   const auto summary = trainer.run(hooks);
-  double peak_rss = peak_rss_bytes();
-  {
-    std::vector<double> per_rank(static_cast<std::size_t>(topo.world_size), 0.0);
-    per_rank[static_cast<std::size_t>(topo.world_rank)] = peak_rss;
-    comms.world->all_reduce_sum(std::span<double>(per_rank));
-    for (double v : per_rank) peak_rss = std::max(peak_rss, v);
-  }
+  const double peak_rss = comm::max_over_ranks(*comms.world, peak_rss_bytes());
   if (root) print_summary(summary, topo.num_sites, topo.world_size, peak_rss);
   if (root && summary.stopped)
     std::printf("stopped by a signal after round %d; checkpoint in %s (continue with --resume auto)\n",

@@ -2,6 +2,7 @@
 // on GPUs). Collectives are written once against it, as gloo does.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -76,6 +77,16 @@ class Communicator {
 template <class T>
 void broadcast_values(Communicator& comm, std::span<T> data, int root) {
   comm.broadcast(std::as_writable_bytes(data), root);
+}
+
+// The largest of every rank's `value` (a sum of one slot per rank: the
+// interface has sums only). Collective.
+inline double max_over_ranks(Communicator& comm, double value) {
+  std::vector<double> per_rank(static_cast<std::size_t>(comm.size()), 0.0);
+  per_rank[static_cast<std::size_t>(comm.rank())] = value;
+  comm.all_reduce_sum(std::span<double>(per_rank));
+  for (double v : per_rank) value = std::max(value, v);
+  return value;
 }
 
 }  // namespace diloco::comm

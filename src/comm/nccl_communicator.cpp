@@ -138,23 +138,28 @@ void* NcclCommunicator::scratch(std::size_t bytes) {
   return scratch_;
 }
 
+// Queues an in-place sum on the stream and counts it as a ring all-reduce.
+void NcclCommunicator::enqueue_sum(void* data, std::size_t count, ncclDataType_t type, std::size_t bytes) {
+  use_device();
+  check(ncclAllReduce(data, data, count, type, ncclSum, comm_, stream_), "ncclAllReduce");
+  if (size_ > 1) traffic_.bytes_sent += 2 * (size_ - 1) * bytes / size_;
+  traffic_.messages += 1;
+}
+
+// The per-step gradient sum: waits on the communicator's one event rather
+// than creating one per call.
 void NcclCommunicator::all_reduce_sum(std::span<float> data) {
-  all_reduce_sum_async(data)->wait();
+  enqueue_sum(data.data(), data.size(), ncclFloat, data.size_bytes());
+  complete("ncclAllReduce");
 }
 
 void NcclCommunicator::all_reduce_sum(std::span<double> data) {
-  use_device();
-  check(ncclAllReduce(data.data(), data.data(), data.size(), ncclDouble, ncclSum, comm_, stream_), "ncclAllReduce");
-  if (size_ > 1) traffic_.bytes_sent += 2 * (size_ - 1) * data.size_bytes() / size_;
-  traffic_.messages += 1;
+  enqueue_sum(data.data(), data.size(), ncclDouble, data.size_bytes());
   complete("ncclAllReduce");
 }
 
 std::unique_ptr<Work> NcclCommunicator::all_reduce_sum_async(std::span<float> data) {
-  use_device();
-  check(ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat, ncclSum, comm_, stream_), "ncclAllReduce");
-  if (size_ > 1) traffic_.bytes_sent += 2 * (size_ - 1) * data.size_bytes() / size_;
-  traffic_.messages += 1;
+  enqueue_sum(data.data(), data.size(), ncclFloat, data.size_bytes());
   cudaEvent_t event = nullptr;
   check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
   check_cuda(cudaEventRecord(event, stream_), "cudaEventRecord");

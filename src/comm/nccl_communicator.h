@@ -50,6 +50,7 @@ class NcclCommunicator final : public Communicator {
   void check(ncclResult_t result, const char* call);
   void check_cuda(cudaError_t result, const char* call);
   void use_device();
+  void enqueue_sum(void* data, std::size_t count, ncclDataType_t type, std::size_t bytes);
   void complete(const char* what);  // records the stream's work and waits for it
   // Device scratch for at least `bytes`, grown on demand (sizes, barriers, staging).
   void* scratch(std::size_t bytes);

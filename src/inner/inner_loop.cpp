@@ -3,12 +3,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <sstream>
-#include <cmath>
-#include <thread>
-
 #include <stdexcept>
+#include <thread>
 
 #include "inner/autocast.h"
 #include "inner/gpt.h"
@@ -32,7 +31,6 @@ DeviceConfig choose_device(DeviceSetting setting, int cuda_devices, int local_ra
 }
 
 int cuda_device_count() { return static_cast<int>(torch::cuda::device_count()); }
-
 
 struct InnerLoop::Impl {
   Impl(const ModelConfig& model_config, const InnerOptimConfig& optim_config, const DataConfig& data,
@@ -117,6 +115,11 @@ struct InnerLoop::Impl {
     }
   }
 
+  // Forward passes run inside this scope (bf16 autocast, or nothing).
+  AutocastScope autocast() const {
+    return AutocastScope(device_config.precision == Precision::kBf16, device_config.cuda);
+  }
+
   torch::Tensor tokens_on_device(std::int64_t* data, std::int64_t rows, std::int64_t cols) {
     auto tokens = torch::from_blob(data, {rows, cols}, torch::kLong);
     return device.is_cuda() ? tokens.to(device) : tokens;
@@ -135,7 +138,7 @@ struct InnerLoop::Impl {
     flat_grads.zero_();
     torch::Tensor loss;
     {
-      AutocastScope autocast(device_config.precision == Precision::kBf16, device_config.cuda);
+      const auto scope = autocast();
       loss = model->loss(inputs, targets);
     }
     loss.backward();
@@ -224,10 +227,10 @@ double InnerLoop::eval_loss(int windows) {
   const std::int64_t mine = static_cast<std::int64_t>(tokens_vec.size()) / (T + 1);
   double totals[2] = {0.0, 0.0};  // summed loss, windows
   constexpr std::int64_t kChunk = 32;
+  const auto scope = impl_->autocast();
   for (std::int64_t first = 0; first < mine; first += kChunk) {
     const auto n = std::min(kChunk, mine - first);
     auto tokens = impl_->tokens_on_device(tokens_vec.data() + first * (T + 1), n, T + 1);
-    AutocastScope autocast(impl_->device_config.precision == Precision::kBf16, impl_->device_config.cuda);
     auto loss = impl_->model->loss(tokens.slice(1, 0, T), tokens.slice(1, 1, T + 1));
     totals[0] += loss.item<double>() * static_cast<double>(n);
     totals[1] += static_cast<double>(n);
@@ -243,7 +246,6 @@ std::span<float> InnerLoop::params() {
   impl_->host_written = true;
   return {impl_->host_params.data_ptr<float>(), impl_->num_params};
 }
-
 
 // "blocks.3.attn.qkv.weight" belongs to layer "blocks.3"; "ln_final.weight" to "ln_final".
 std::vector<InnerLoop::Layer> InnerLoop::layers() const {
