@@ -60,15 +60,26 @@ class Communicator {
 
   // A communicator over the same ranks whose messages never match this one's,
   // so another thread can run collectives on it at the same time (MPI needs
-  // MPI_THREAD_MULTIPLE for that). Collective: every rank calls it.
-  virtual std::unique_ptr<Communicator> duplicate() = 0;
+  // MPI_THREAD_MULTIPLE for that). Collective: every rank calls it. The copy
+  // is timed by the same watchdog: no backend can forget to pass it on.
+  std::unique_ptr<Communicator> duplicate() {
+    auto copy = make_duplicate();
+    copy->set_watchdog(watchdog_);
+    return copy;
+  }
 
   const Traffic& traffic() const { return traffic_; }
 
-  // Every blocking call is then timed by `watchdog` (nullptr: untimed).
-  void set_watchdog(Watchdog* watchdog) { watchdog_ = watchdog; }
+  // Every blocking call is then timed by `watchdog` (nullptr: untimed). A
+  // communicator that wraps another passes it on (virtual for that reason).
+  virtual void set_watchdog(Watchdog* watchdog) { watchdog_ = watchdog; }
+  // What times this communicator's waits, for callers that wait on work it
+  // runs elsewhere (a comm thread's future).
+  Watchdog* watchdog() const { return watchdog_; }
 
  protected:
+  virtual std::unique_ptr<Communicator> make_duplicate() = 0;
+
   Traffic traffic_;
   Watchdog* watchdog_ = nullptr;
 };

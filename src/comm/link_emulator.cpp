@@ -55,8 +55,14 @@ EmulatedCommunicator::EmulatedCommunicator(std::unique_ptr<Communicator> inner, 
 
 // The duplicate shares the links: both directions of use see the same
 // schedule of changes.
-std::unique_ptr<Communicator> EmulatedCommunicator::duplicate() {
+std::unique_ptr<Communicator> EmulatedCommunicator::make_duplicate() {
   return std::make_unique<EmulatedCommunicator>(inner_->duplicate(), links_);
+}
+
+// The real waits happen in the wrapped communicator: it must be timed too.
+void EmulatedCommunicator::set_watchdog(Watchdog* watchdog) {
+  watchdog_ = watchdog;
+  inner_->set_watchdog(watchdog);
 }
 
 void EmulatedCommunicator::sync_traffic() { traffic_ = inner_->traffic(); }

@@ -63,9 +63,12 @@ class EmulatedCommunicator final : public Communicator {
   void send(std::span<const std::byte> data, int dest, int tag) override;
   void recv(std::span<std::byte> data, int source, int tag) override;
   void barrier() override;
-  std::unique_ptr<Communicator> duplicate() override;
+  void set_watchdog(Watchdog* watchdog) override;
 
   LinkEmulator& links() { return *links_; }
+
+ protected:
+  std::unique_ptr<Communicator> make_duplicate() override;
 
  private:
   void sync_traffic();

@@ -113,11 +113,10 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::split(int color, int key) {
   return std::make_unique<MpiCommunicator>(out);
 }
 
-std::unique_ptr<Communicator> MpiCommunicator::duplicate() {
+std::unique_ptr<Communicator> MpiCommunicator::make_duplicate() {
   MPI_Comm out = MPI_COMM_NULL;
   DILOCO_MPI_CHECK(MPI_Comm_dup(comm_, &out));
   auto dup = std::make_unique<MpiCommunicator>(out);
-  dup->set_watchdog(watchdog_);
   dup->yield_while_waiting_ = true;
   return dup;
 }

@@ -101,11 +101,13 @@ class MpiCommunicator final : public Communicator {
   void send(std::span<const std::byte> data, int dest, int tag) override;
   void recv(std::span<std::byte> data, int source, int tag) override;
   void barrier() override;
-  // The duplicate waits by testing and sleeping instead of spinning, since it
-  // is meant for a thread that shares the cores with compute.
-  std::unique_ptr<Communicator> duplicate() override;
 
   MPI_Comm handle() const { return comm_; }
+
+ protected:
+  // The duplicate waits by testing and sleeping instead of spinning, since it
+  // is meant for a thread that shares the cores with compute.
+  std::unique_ptr<Communicator> make_duplicate() override;
 
  private:
   void count_all_reduce(std::size_t bytes);

@@ -252,10 +252,6 @@ void NcclCommunicator::barrier() {
   complete("ncclAllReduce (barrier)");
 }
 
-std::unique_ptr<Communicator> NcclCommunicator::duplicate() {
-  auto copy = create(bootstrap_, device_, stream_);
-  copy->set_watchdog(watchdog_);
-  return copy;
-}
+std::unique_ptr<Communicator> NcclCommunicator::make_duplicate() { return create(bootstrap_, device_, stream_); }
 
 }  // namespace diloco::comm

@@ -40,10 +40,12 @@ class NcclCommunicator final : public Communicator {
   void send(std::span<const std::byte> data, int dest, int tag) override;
   void recv(std::span<std::byte> data, int source, int tag) override;
   void barrier() override;
-  std::unique_ptr<Communicator> duplicate() override;
 
   // Waits until `event` completes, failing on an NCCL async error.
   void wait_event(cudaEvent_t event, const char* what);
+
+ protected:
+  std::unique_ptr<Communicator> make_duplicate() override;
 
  private:
   NcclCommunicator(Communicator& bootstrap, int device, cudaStream_t stream);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 
 namespace diloco::comm {
 namespace {
@@ -51,6 +52,8 @@ Watchdog::Guard::Guard(Watchdog* dog, const char* what) : dog_(dog) {
     slot_ = i;
     return;
   }
+  throw std::logic_error(std::string("watchdog: more than ") + std::to_string(kSlots) +
+                         " concurrent waits; cannot time " + what);
 }
 
 Watchdog::Guard::~Guard() {

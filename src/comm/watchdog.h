@@ -28,8 +28,10 @@ class Watchdog {
   void set_timeout(double timeout_s) { timeout_ms_.store(static_cast<long long>(timeout_s * 1000)); }
 
   // Marks a wait on other ranks for as long as the guard lives. Threads may
-  // wait at once (an overlapped exchange beside the inner steps): each guard
-  // takes its own slot; with all slots taken a wait goes untimed.
+  // wait at once (an overlapped exchange beside the inner steps, and the main
+  // thread waiting for it): each guard takes its own slot. No wait goes
+  // untimed: with every slot taken (more concurrent waits than the design
+  // has: a bug) the guard throws std::logic_error.
   class Guard {
    public:
     Guard(Watchdog* dog, const char* what);
@@ -60,7 +62,7 @@ class Watchdog {
     std::atomic<const char*> waiting_on{nullptr};
     std::atomic<long long> since_ms{0};
   };
-  static constexpr int kSlots = 4;
+  static constexpr int kSlots = 16;
   Slot slots_[kSlots];
   std::mutex mutex_;
   std::condition_variable wake_;

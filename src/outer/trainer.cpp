@@ -97,7 +97,8 @@ Trainer::Trainer(comm::SiteComms& comms, inner::InnerLoop& inner, const OuterPar
 
 Trainer::~Trainer() {
   // An exchange still in flight (an error unwound the round) finishes before
-  // its buffers go away.
+  // its buffers go away; the wait is timed like any other.
+  comm::Watchdog::Guard guard(comms_.leaders ? comms_.leaders->watchdog() : nullptr, "an exchange in flight (unwinding)");
   for (auto& f : syncs_)
     if (f.in_flight.valid()) f.in_flight.wait();
 }
@@ -241,6 +242,9 @@ void Trainer::send(FragmentSync& f, std::int64_t seed_round, bool blocking) {
 void Trainer::finish(FragmentSync& f, RoundSync& sync) {
   if (f.in_flight.valid()) {
     const auto t0 = std::chrono::steady_clock::now();
+    // The comm thread's own calls are timed; this wait is too, so nothing
+    // the main thread waits on another thread for can hang it.
+    comm::Watchdog::Guard guard(comms_.leaders->watchdog(), "the exchange in flight on the comm thread");
     f.in_flight.get();  // rethrows an exchange error
     sync.blocked_s += seconds_since(t0);
   }
