@@ -43,6 +43,20 @@ inline float uniform01(std::uint64_t seed, std::uint64_t index) {
   return static_cast<float>(x >> 40) * (1.0f / 16777216.0f);
 }
 
+// True when no `Word` of the (possibly unaligned) body has all its exponent
+// bits set: no NaN or infinity in fp32, fp16 or bf16 values. Checked before a
+// decoder writes anything, so a refused payload is never partly applied.
+template <class Word>
+bool words_finite(const std::byte* body, std::size_t n, Word exponent_mask) {
+  Word bad = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    Word w;
+    std::memcpy(&w, body + i * sizeof(Word), sizeof(Word));
+    bad |= static_cast<Word>((w & exponent_mask) == exponent_mask);
+  }
+  return bad == 0;
+}
+
 inline std::size_t blocks_for(std::size_t count, std::size_t block) { return (count + block - 1) / block; }
 
 // Reads scales from an unaligned body and refuses non-finite or negative ones.

@@ -24,6 +24,7 @@ class NoneCodec final : public Codec {
 
   DecodeError decode_body(std::span<const std::byte> body, std::span<float> out, bool accumulate,
                           float weight) const override {
+    if (!words_finite<std::uint32_t>(body.data(), out.size(), 0x7F800000u)) return DecodeError::kNonFiniteValue;
     float buf[kChunk];
     for (std::size_t i = 0; i < out.size(); i += kChunk) {
       const std::size_t n = std::min(kChunk, out.size() - i);
@@ -59,7 +60,8 @@ using ToFloats = void (*)(const std::uint16_t*, float*, std::size_t);
 
 // A 16-bit float format: the same framing, two conversion functions.
 // kChecks: the encode function reports non-finite input itself.
-template <CodecId kId, ToHalves kEncode, ToFloats kDecode, bool kChecks>
+// kExponent: the format's exponent bits (all set: NaN or infinity).
+template <CodecId kId, ToHalves kEncode, ToFloats kDecode, bool kChecks, std::uint16_t kExponent>
 class HalfWidthCodec final : public Codec {
  public:
   explicit HalfWidthCodec(std::string_view name) : name_(name) {}
@@ -79,6 +81,7 @@ class HalfWidthCodec final : public Codec {
 
   DecodeError decode_body(std::span<const std::byte> body, std::span<float> out, bool accumulate,
                           float weight) const override {
+    if (!words_finite<std::uint16_t>(body.data(), out.size(), kExponent)) return DecodeError::kNonFiniteValue;
     std::uint16_t halves[kChunk];
     float floats[kChunk];
     for (std::size_t i = 0; i < out.size(); i += kChunk) {
@@ -102,10 +105,10 @@ class HalfWidthCodec final : public Codec {
 
 std::unique_ptr<Codec> make_none_codec() { return std::make_unique<NoneCodec>(); }
 std::unique_ptr<Codec> make_fp16_codec() {
-  return std::make_unique<HalfWidthCodec<CodecId::kFp16, floats_to_halves, halves_to_floats, true>>("fp16");
+  return std::make_unique<HalfWidthCodec<CodecId::kFp16, floats_to_halves, halves_to_floats, true, 0x7C00u>>("fp16");
 }
 std::unique_ptr<Codec> make_bf16_codec() {
-  return std::make_unique<HalfWidthCodec<CodecId::kBf16, floats_to_bf16, bf16_to_floats, false>>("bf16");
+  return std::make_unique<HalfWidthCodec<CodecId::kBf16, floats_to_bf16, bf16_to_floats, false, 0x7F80u>>("bf16");
 }
 
 }  // namespace diloco::compression::detail

@@ -135,7 +135,7 @@ class TopkCodec final : public Codec {
       if (k > 0) std::memcpy(halves.data(), values.data(), k * 2);
       halves_to_floats(halves.data(), kept.data(), k);
       for (float v : kept)
-        if (!is_finite(v)) return DecodeError::kCorruptBody;
+        if (!is_finite(v)) return DecodeError::kNonFiniteValue;
     }
     if (!accumulate) std::fill(out.begin(), out.end(), 0.0f);
     for (std::size_t i = 0; i < k; ++i) {

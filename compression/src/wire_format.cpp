@@ -42,6 +42,7 @@ std::string_view to_string(DecodeError error) {
     case DecodeError::kChecksumMismatch: return "checksum mismatch";
     case DecodeError::kNonFiniteScale: return "non-finite scale";
     case DecodeError::kCorruptBody: return "corrupt body";
+    case DecodeError::kNonFiniteValue: return "non-finite value";
   }
   return "unknown decode error";
 }

@@ -46,8 +46,9 @@ class LinkEmulator {
 };
 
 // Wraps the site leaders' communicator (rank = site): each message is held
-// back for its emulated transfer time before (send) or after (collective) the
-// real transfer.
+// back for its emulated transfer time, before the real transfer (send), or
+// until that time has passed since the call began (collectives: the real
+// transfer overlaps the emulated flight).
 class EmulatedCommunicator final : public Communicator {
  public:
   EmulatedCommunicator(std::unique_ptr<Communicator> inner, std::shared_ptr<LinkEmulator> links);

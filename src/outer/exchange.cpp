@@ -72,6 +72,7 @@ const char* to_string(Exclusion reason) {
     case Exclusion::kNonFinite: return "non-finite";
     case Exclusion::kDiverged: return "diverged";
     case Exclusion::kOutlier: return "outlier";
+    case Exclusion::kCorruptPayload: return "corrupt-payload";
   }
   return "unknown";
 }
@@ -151,7 +152,7 @@ ExchangeStats Exchange::average(std::span<float> delta, const SiteUpdate& mine, 
   stats.agree_seconds = seconds_since(agree_start);
   if (std::all_of(exact_shares.begin(), exact_shares.end(), [](double s) { return s <= 0.0; }))
     throw ExchangeError("no site has a usable pseudo-gradient this round", -1);
-  const std::vector<float> shares(exact_shares.begin(), exact_shares.end());
+  std::vector<float> shares(exact_shares.begin(), exact_shares.end());
 
   // Error feedback: transmit decode(encode(delta + residual)); keep the rest.
   if (options_.error_feedback && shares[me] > 0.0f) {
@@ -169,7 +170,30 @@ ExchangeStats Exchange::average(std::span<float> delta, const SiteUpdate& mine, 
   return stats;
 }
 
-void Exchange::all_gather_average(std::span<float> delta, const std::vector<float>& shares, std::uint64_t seed,
+// Every site decodes the very same bytes, so every site reaches the same
+// verdict on a bad payload without a vote.
+void Exchange::accumulate_part(const std::vector<std::vector<std::byte>>& payloads, std::span<float> values,
+                               std::vector<float>& shares, ExchangeStats& stats) const {
+  double total = 0.0, kept = 0.0;
+  for (std::size_t s = 0; s < payloads.size(); ++s) {
+    if (shares[s] <= 0.0f) continue;
+    total += shares[s];
+    const auto err = codec_->decode_accumulate(payloads[s], values, shares[s]);
+    if (err == compression::DecodeError::kOk) {
+      kept += shares[s];
+      continue;
+    }
+    stats.excluded.push_back({static_cast<int>(s), Exclusion::kCorruptPayload});
+    shares[s] = 0.0f;
+  }
+  if (kept == total) return;
+  if (kept <= 0.0) throw ExchangeError("no site has a usable pseudo-gradient this round", -1);
+  const auto scale = static_cast<float>(total / kept);
+  for (float& v : values) v *= scale;
+  for (float& share : shares) share *= scale;
+}
+
+void Exchange::all_gather_average(std::span<float> delta, std::vector<float>& shares, std::uint64_t seed,
                                   ExchangeStats& stats) {
   const int me = leaders_.rank();
   const std::size_t granule = codec_->split_granule();
@@ -188,10 +212,10 @@ void Exchange::all_gather_average(std::span<float> delta, const std::vector<floa
     if (shares[me] > 0.0f && codec_->encode(values, payload_, parts == 1 ? seed : mix(seed + p)) !=
                                  compression::EncodeError::kOk)
       throw ExchangeError("cannot encode this site's pseudo-gradient", me);
+    if (options_.tamper && shares[me] > 0.0f) options_.tamper(payload_);
     auto payloads = timed_all_gather(payload_, stats);
     std::fill(values.begin(), values.end(), 0.0f);
-    for (std::size_t s = 0; s < payloads.size(); ++s)
-      if (shares[s] > 0.0f) decode_into(payloads[s], values, shares[s], static_cast<int>(s));
+    accumulate_part(payloads, values, shares, stats);
   }
   if (parts > 1) {
     payload_.clear();

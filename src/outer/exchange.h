@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -42,6 +43,7 @@ enum class Exclusion {
   kNonFinite,  // its pseudo-gradient holds NaN or infinity
   kDiverged,   // its training loss became non-finite; it restarts from the global params
   kOutlier,    // its pseudo-gradient norm is beyond max_norm_ratio times the median of the others
+  kCorruptPayload,  // its payload failed to decode on every site (from that part of the exchange on)
 };
 
 const char* to_string(Exclusion reason);
@@ -64,6 +66,9 @@ struct ExchangeOptions {
   // (top-k) go whole. Each part costs one more latency, so parts stay large
   // against a WAN's latency-bandwidth product (8 MB: 0.67 s at 100 Mbit/s).
   std::size_t part_bytes = std::size_t{8} << 20;
+  // Test-only fault injection: rewrites this site's encoded payload before it
+  // is sent (a faulty or hostile peer).
+  std::function<void(std::vector<std::byte>& payload)> tamper = nullptr;
 };
 
 // What one site brings to an exchange besides its pseudo-gradient.
@@ -112,12 +117,17 @@ class Exchange {
   // Every site's share of the average (0: excluded, and why in `excluded`).
   std::vector<double> agree_shares(std::span<const float> delta, const SiteUpdate& mine,
                                    std::vector<ExcludedSite>& excluded);
-  void all_gather_average(std::span<float> delta, const std::vector<float>& shares, std::uint64_t seed,
+  void all_gather_average(std::span<float> delta, std::vector<float>& shares, std::uint64_t seed,
                           ExchangeStats& stats);
   void ring_average(std::span<float> delta, const std::vector<float>& shares, std::uint64_t seed,
                     ExchangeStats& stats);
   std::vector<std::vector<std::byte>> timed_all_gather(std::span<const std::byte> mine, ExchangeStats& stats);
   void decode_into(std::span<const std::byte> payload, std::span<float> acc, float weight, int site) const;
+  // Decodes every usable site's payload of one part into `values`. A payload
+  // that fails to decode writes nothing; its sender is left out of this part
+  // (the others' sum is rescaled to the full weight) and of every later part.
+  void accumulate_part(const std::vector<std::vector<std::byte>>& payloads, std::span<float> values,
+                       std::vector<float>& shares, ExchangeStats& stats) const;
 
   comm::Communicator& leaders_;
   std::unique_ptr<compression::Codec> codec_;

@@ -46,6 +46,7 @@ void accumulate(inner::InnerStats& total, const inner::InnerStats& more) {
 
 void Trainer::RoundSync::add(const ExchangeStats& s) {
   exchange_s += s.seconds;
+  agree_s = agree_s > 0.0 ? std::min(agree_s, s.agree_seconds) : s.agree_seconds;
   peak_bytes = std::max(peak_bytes, s.payload_bytes);
   excluded.insert(excluded.end(), s.excluded.begin(), s.excluded.end());
   // Timing parts add up over the round's exchanges; the report plans from them.
@@ -332,6 +333,7 @@ void Trainer::report(const inner::InnerStats& stats, const RoundSync& sync, Roun
                   stats.steps > 0 ? stats.seconds / stats.steps : 0.0,
                   sync.exchange_s,
                   last_report_s_,
+                  sync.agree_s,
                   static_cast<double>(stats.steps),
                   exchanged.transfer_seconds,
                   static_cast<double>(exchanged.transfer_messages),
@@ -353,6 +355,7 @@ void Trainer::report(const inner::InnerStats& stats, const RoundSync& sync, Roun
   metrics.site_steps.clear();
   double quickest_exchange = std::numeric_limits<double>::infinity();
   double quickest_report = std::numeric_limits<double>::infinity();
+  double quickest_agree = std::numeric_limits<double>::infinity();
   SiteReport quickest_transfer{};
   quickest_transfer.transfer_s = std::numeric_limits<double>::infinity();
   for (const auto& raw : reports) {
@@ -369,6 +372,7 @@ void Trainer::report(const inner::InnerStats& stats, const RoundSync& sync, Roun
     quickest_exchange = std::min(quickest_exchange, r.exchange_s);
     // This gather's own cost is only known afterwards; the last round's stands in.
     quickest_report = std::min(quickest_report, r.report_s);
+    quickest_agree = std::min(quickest_agree, r.agree_s);
     if (r.transfer_s < quickest_transfer.transfer_s) quickest_transfer = r;  // waited least on others
   }
   metrics.step_s = slowest_step;
@@ -377,8 +381,11 @@ void Trainer::report(const inner::InnerStats& stats, const RoundSync& sync, Roun
   const Plan plan = scheduler_.advance();
   H_ = scheduler_.site_H(comms_.topology.site);
   metrics.next_site_H = plan.site_H;
-  // The report gather ran with every leader in step: its time is a latency.
-  if (quickest_report > 0.0 && std::isfinite(quickest_report)) link_tracker_.observe_latency(quickest_report);
+  // Tiny gathers: the last leader to arrive waits for nobody, so the
+  // quickest leader's time is one message's latency (plus noise the tracker
+  // filters out).
+  link_tracker_.observe_latency(quickest_agree);
+  link_tracker_.observe_latency(quickest_report);
   link_tracker_.observe_transfer(static_cast<std::size_t>(quickest_transfer.critical_bytes),
                                  static_cast<int>(quickest_transfer.transfer_messages), quickest_transfer.transfer_s);
   if (link_tracker_.known()) metrics.link = link_tracker_.estimate();

@@ -191,6 +191,7 @@ class Trainer {
     double exchange_s = 0.0;       // exchanges, wherever they ran
     double exposed_s = 0.0;        // main-thread time not computing because of sync
     double blocked_s = 0.0;        // the part of it spent waiting for an exchange to arrive
+    double agree_s = 0.0;          // the quickest weight agreement (a tiny gather) of the round's exchanges
     std::uint64_t peak_bytes = 0;
     std::vector<ExcludedSite> excluded;
     void add(const ExchangeStats& s);
@@ -203,6 +204,7 @@ class Trainer {
     double step_s = 0.0;      // mean inner step of this site
     double exchange_s = 0.0;  // this leader's exchange time
     double report_s = 0.0;    // this leader's previous report gather
+    double agree_s = 0.0;     // this leader's quickest weight agreement this round
     double steps = 0.0;       // inner steps this round
     double transfer_s = 0.0;  // the payload transfers of this leader's exchange
     double transfer_messages = 0.0;

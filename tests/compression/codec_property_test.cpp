@@ -257,6 +257,36 @@ TEST(CodecPropertyTest, EveryCodecRefusesTruncationTrailingBytesAndBitFlips) {
   }
 }
 
+// A peer's payload whose values decode to NaN or infinity (no encoder writes
+// one) is refused before anything is written, for every element codec.
+TEST(CodecPropertyTest, NonFiniteValuesWithValidChecksumsAreRefused) {
+  auto v = normal(300, 23);
+  struct Bad {
+    const char* codec;
+    std::size_t width;
+    std::vector<std::uint32_t> words;  // NaN, +inf, -inf in the codec's format
+  };
+  const std::vector<Bad> cases = {
+      {"none", 4, {0x7FC00000u, 0x7F800000u, 0xFF800000u}},
+      {"fp16", 2, {0x7E00u, 0x7C00u, 0xFC00u}},
+      {"bf16", 2, {0x7FC0u, 0x7F80u, 0xFF80u}},
+  };
+  for (const auto& bad : cases) {
+    auto c = codec(bad.codec);
+    for (std::uint32_t word : bad.words)
+      for (std::size_t at : {std::size_t{0}, std::size_t{137}, std::size_t{299}}) {
+        std::vector<std::byte> p;
+        ASSERT_EQ(c->encode(v, p), dc::EncodeError::kOk);
+        std::memcpy(p.data() + dc::kWireHeaderSize + at * bad.width, &word, bad.width);
+        reseal(p);
+        std::vector<float> out(300, 42.0f);
+        EXPECT_EQ(c->decode(p, out), dc::DecodeError::kNonFiniteValue) << bad.codec << " " << word << " at " << at;
+        EXPECT_EQ(c->decode_accumulate(p, out, 0.5f), dc::DecodeError::kNonFiniteValue) << bad.codec;
+        for (float x : out) ASSERT_EQ(x, 42.0f) << bad.codec << ": output written by a refused decode";
+      }
+  }
+}
+
 TEST(CodecPropertyTest, CraftedBodiesWithValidChecksumsAreRefused) {
   std::vector<float> out(300, 42.0f);
   auto v = normal(300, 17);

@@ -5,7 +5,8 @@
 # so the measured ratio lands anywhere between about 1.6x and 4x from run to
 # run (4x seen on a loaded CI machine) and the split is checked against the
 # measured speeds, not against the knob. Passive link estimates follow
-# the emulated link, and a forced re-probe lands in the metrics.
+# the emulated link in every round (latency within 20%, bandwidth within 15%),
+# and a forced re-probe lands in the metrics.
 source "$(dirname "$0")/lib.sh"
 
 { small_model_toml; cat; } > "$WORK/tb.toml" <<'TOML'
@@ -58,15 +59,23 @@ mean_wait = sum(waits[2:]) / len(waits[2:])
 print(f"mean wait share over rounds 3-7: {mean_wait:.3f}")
 assert mean_wait < 0.10, mean_wait
 PY
-python3 - "$WORK/tb/metrics.jsonl" <<'PY' && pass "passive link estimate and re-probe near 10 ms / 20 Mbit/s" \
+python3 - "$WORK/tb/metrics.jsonl" <<'PY' && pass "passive link estimate within 20% (latency) and 15% (bandwidth) of 10 ms / 20 Mbit/s in every passive round" \
   || fail "link estimates"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
+lat_err, bw_err = [], []
 for r in rows:
     print(r["round"], "link", r["link_latency_ms"], "ms", r["link_bandwidth_mbps"], "Mbit/s", "probed" if "probed" in r else "")
-last = rows[3]  # before the re-probe: passive only
-assert abs(last["link_latency_ms"] - 10.0) <= 0.3 * 10.0, last["link_latency_ms"]
-assert abs(last["link_bandwidth_mbps"] - 20.0) <= 0.2 * 20.0, last["link_bandwidth_mbps"]
+    # Round 1 has one latency sample: no estimate yet. A re-probe round
+    # reports the probe (checked below), not the passive estimate.
+    if r["round"] >= 2 and "probed" not in r:
+        lat_err.append(abs(r["link_latency_ms"] / 10.0 - 1))
+        bw_err.append(abs(r["link_bandwidth_mbps"] / 20.0 - 1))
+print(f"latency error mean {100 * sum(lat_err) / len(lat_err):.1f}% worst {100 * max(lat_err):.1f}%; "
+      f"bandwidth error mean {100 * sum(bw_err) / len(bw_err):.1f}% worst {100 * max(bw_err):.1f}%")
+assert rows[0]["link_latency_ms"] is None, rows[0]
+assert max(lat_err) <= 0.20, lat_err
+assert max(bw_err) <= 0.15, bw_err
 probed = rows[4]["probed"][0]
 assert rows[4]["round"] == 5 and "probed" not in rows[3]
 assert abs(probed["bandwidth_mbps"] - 20.0) <= 0.15 * 20.0, probed

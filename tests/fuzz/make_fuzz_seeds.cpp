@@ -1,12 +1,20 @@
 // Writes the fuzzer's seed corpus: one valid payload per codec and block
 // size, at a few lengths, into the folder given as the only argument.
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "diloco/compression/crc32c.h"
+#include "diloco/compression/wire_format.h"
 #include "fuzz_target.h"
+
+namespace {
+constexpr std::size_t kHeader = diloco::compression::kWireHeaderSize;
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 2) {
@@ -31,6 +39,19 @@ int main(int argc, char** argv) {
       const char sel = static_cast<char>(selector);
       out.write(&sel, 1);
       out.write(reinterpret_cast<const char*>(payload.data()), static_cast<std::streamsize>(payload.size()));
+      ++written;
+      // The element codecs' payload with its first value made NaN (all bits
+      // set) and the checksum fixed: decoders must refuse it.
+      const std::size_t width = codec->name() == "none" ? 4 : 2;
+      if (n == 0 || (codec->name() != "none" && codec->name() != "fp16" && codec->name() != "bf16")) continue;
+      auto nan = payload;
+      std::fill(nan.begin() + kHeader, nan.begin() + kHeader + width, std::byte{0xFF});
+      const std::uint32_t crc = diloco::compression::crc32c(std::span<const std::byte>(nan).subspan(kHeader));
+      std::memcpy(nan.data() + 28, &crc, 4);
+      std::ofstream bad(std::string(argv[1]) + "/nan_" + std::to_string(selector) + "_" + std::to_string(n),
+                        std::ios::binary);
+      bad.write(&sel, 1);
+      bad.write(reinterpret_cast<const char*>(nan.data()), static_cast<std::streamsize>(nan.size()));
       ++written;
     }
   }

@@ -3,11 +3,14 @@
 // the weighted average, and sites with non-finite pseudo-gradients left out.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 
 #include "comm/mpi_communicator.h"
+#include "diloco/compression/crc32c.h"
+#include "diloco/compression/wire_format.h"
 #include "outer/exchange.h"
 #include "outer/pseudo_gradient.h"
 
@@ -204,6 +207,82 @@ TEST(ExchangeTest, ErrorFeedbackKeepsWhatWasNotSent) {
 // The all-gather exchange moves long vectors in parts cut at codec blocks:
 // the result is bit for bit that of one whole payload, and the largest
 // message shrinks to a part; top-k, which cannot be cut, still goes whole.
+// Makes value `index` of an encoded element payload NaN (all bits set) and
+// fixes the checksum: what a faulty or hostile peer could send.
+void poison(std::vector<std::byte>& payload, std::size_t width, std::size_t index) {
+  const std::size_t at = compression::kWireHeaderSize + index * width;
+  if (payload.size() < at + width) return;
+  std::fill(payload.begin() + static_cast<std::ptrdiff_t>(at), payload.begin() + static_cast<std::ptrdiff_t>(at + width),
+            std::byte{0xFF});
+  const auto crc = compression::crc32c(std::span<const std::byte>(payload).subspan(compression::kWireHeaderSize));
+  std::memcpy(payload.data() + 28, &crc, 4);
+}
+
+// A payload that decodes to NaN (valid checksum) leaves its sender out of the
+// round on every site, the same way: the others' average, bit-identical.
+TEST(ExchangeTest, CorruptPayloadSenderIsLeftOutOnEverySite) {
+  auto world = comm::MpiCommunicator::world();
+  const int n = world->size();
+  if (n < 2) GTEST_SKIP() << "needs two sites";
+  const std::size_t count = 300;
+  for (const std::string codec : {"none", "fp16", "bf16"}) {
+    outer::ExchangeOptions options;
+    options.algorithm = outer::ExchangeAlgorithm::kAllGather;
+    if (world->rank() == 1) options.tamper = [&](auto& p) { poison(p, codec == "none" ? 4 : 2, 123); };
+    outer::Exchange exchange(*world, compression::make_codec(codec), options);
+    auto delta = site_delta(world->rank(), count);
+    const auto stats = exchange.average(delta, {});
+    ASSERT_EQ(stats.excluded.size(), 1u) << codec;
+    EXPECT_EQ(stats.excluded[0], (outer::ExcludedSite{1, outer::Exclusion::kCorruptPayload})) << codec;
+    for (float v : delta) ASSERT_TRUE(std::isfinite(v)) << codec;
+    // Close to the others' average (the codec rounds), identical everywhere.
+    std::vector<float> expected(count, 0.0f);
+    for (int s = 0; s < n; ++s)
+      if (s != 1)
+        for (std::size_t i = 0; i < count; ++i) expected[i] += site_delta(s, count)[i] / static_cast<float>(n - 1);
+    for (std::size_t i = 0; i < count; ++i) ASSERT_NEAR(delta[i], expected[i], 1e-4) << codec << " " << i;
+    for (const auto& other : gather(*world, delta))
+      ASSERT_EQ(std::memcmp(other.data(), delta.data(), count * sizeof(float)), 0) << codec;
+  }
+}
+
+// In parts, a sender refused in a later part keeps what was averaged before
+// and is left out of that part and the rest; every site agrees.
+TEST(ExchangeTest, CorruptLaterPartLeavesTheSenderOutFromThere) {
+  auto world = comm::MpiCommunicator::world();
+  const int n = world->size();
+  if (n < 2) GTEST_SKIP() << "needs two sites";
+  const std::size_t count = 5000;
+  outer::ExchangeOptions options;
+  options.algorithm = outer::ExchangeAlgorithm::kAllGather;
+  options.part_bytes = 4000;  // about 1000 fp32 values a part
+  int part = 0;
+  if (world->rank() == 1) options.tamper = [&](auto& p) { if (part++ == 2) poison(p, 4, 5); };
+  outer::Exchange exchange(*world, compression::make_codec("none"), options);
+  auto delta = site_delta(world->rank(), count);
+  const auto stats = exchange.average(delta, {});
+  ASSERT_EQ(stats.excluded, (std::vector<outer::ExcludedSite>{{1, outer::Exclusion::kCorruptPayload}}));
+  std::vector<float> all(count, 0.0f), others(count, 0.0f);
+  for (int s = 0; s < n; ++s)
+    for (std::size_t i = 0; i < count; ++i) {
+      const float d = site_delta(s, count)[i];
+      all[i] += d / static_cast<float>(n);
+      if (s != 1) others[i] += d / static_cast<float>(n - 1);
+    }
+  std::size_t first_without = count;
+  for (std::size_t i = 0; i < count; ++i) {
+    const bool with = std::abs(delta[i] - all[i]) <= 1e-6f;
+    const bool without = std::abs(delta[i] - others[i]) <= 1e-6f;
+    ASSERT_TRUE(with || without) << i;
+    if (!with && first_without == count) first_without = i;
+    if (i >= first_without) ASSERT_TRUE(without) << i;
+  }
+  EXPECT_GT(first_without, 1000u);  // parts 0 and 1 kept site 1
+  EXPECT_LT(first_without, 3000u);
+  for (const auto& other : gather(*world, delta))
+    ASSERT_EQ(std::memcmp(other.data(), delta.data(), count * sizeof(float)), 0);
+}
+
 TEST(ExchangeTest, PartsCutAtBlocksAverageExactlyLikeOneWholePayload) {
   auto world = comm::MpiCommunicator::world();
   const std::size_t count = 10000;

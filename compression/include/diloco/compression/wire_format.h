@@ -22,6 +22,7 @@ enum class DecodeError : std::uint8_t {
   kChecksumMismatch,    // CRC32C of the body does not match
   kNonFiniteScale,      // a block scale is NaN, infinite or negative
   kCorruptBody,         // body structure invalid (index out of range or unordered, value out of range)
+  kNonFiniteValue,      // a value decodes to NaN or infinity (no encoder writes one: the sender is faulty or hostile)
 };
 
 std::string_view to_string(DecodeError error);
