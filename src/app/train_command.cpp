@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "app/metrics_log.h"
+#include "app/resume.h"
 #include "app/sites.h"
 #include "comm/intra_site.h"
 #include "comm/mpi_communicator.h"
@@ -116,48 +117,6 @@ std::string model_signature(const Recipe& r, std::size_t params) {
   out << "gpt d_model=" << r.model.d_model << " n_layers=" << r.model.n_layers << " n_heads=" << r.model.n_heads
       << " seq_len=" << r.model.seq_len << " params=" << params;
   return out.str();
-}
-
-// Rank 0 picks the checkpoint to resume from ("" for a fresh start) and
-// tells every rank, so all resume from the same one.
-std::string choose_resume(const Recipe& recipe, const std::string& resume, comm::Communicator& world) {
-  std::string path;
-  std::string problem;
-  if (world.rank() == 0 && resume != "none") {
-    outer::CheckpointStore store(recipe.checkpoint_dir(), recipe.checkpoint.keep);
-    if (resume == "auto") {
-      std::vector<std::string> warnings;
-      if (auto found = store.newest_valid(warnings)) path = *found;
-      for (const auto& w : warnings) std::cerr << "diloco: warning: " << w << std::endl;
-      if (path.empty()) std::printf("no usable checkpoint in %s: starting fresh\n", store.dir().c_str());
-    } else {
-      path = resume;
-      problem = outer::CheckpointStore::verify(path);
-      if (!problem.empty()) problem = "--resume " + path + ": " + problem;
-    }
-  }
-  for (auto* s : {&problem, &path}) {
-    std::uint64_t size = s->size();
-    comm::broadcast_values(world, std::span<std::uint64_t>(&size, 1), 0);
-    s->resize(size);
-    world.broadcast(std::as_writable_bytes(std::span<char>(s->data(), s->size())), 0);
-  }
-  if (!problem.empty()) throw outer::CheckpointError(problem);
-  return path;
-}
-
-// Keeps the metrics rows up to `round`: rows a crashed run wrote after its
-// last checkpoint are replaced by the resumed run's.
-void trim_metrics(const std::string& path, int round) {
-  std::ifstream in(path);
-  std::string kept;
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto at = line.find("\"round\":");
-    if (at != std::string::npos && std::stoi(line.substr(at + 8)) <= round) kept += line + "\n";
-  }
-  in.close();
-  std::ofstream(path, std::ios::trunc) << kept;
 }
 
 int train(const Recipe& recipe, const std::string& resume, comm::MpiSession& mpi) {
@@ -287,11 +246,17 @@ int train(const Recipe& recipe, const std::string& resume, comm::MpiSession& mpi
     if (links) links->set_round(resumed_round + 1);
     if (root) std::printf("resuming from %s (round %d)\n", resume_path.c_str(), resumed_round);
   }
+  set_aside_abandoned(recipe, resumed_round, *comms.world);
   if (root) {
     const std::string metrics_path = recipe.run.out_dir + "/metrics.jsonl";
-    if (resumed_round > 0) trim_metrics(metrics_path, resumed_round);
-    log = std::make_unique<MetricsLog>(metrics_path, resumed_round > 0);
+    try {
+      if (resumed_round > 0) trim_metrics(metrics_path, resumed_round);
+      log = std::make_unique<MetricsLog>(metrics_path, resumed_round > 0);
+    } catch (const std::exception& e) {
+      problem = std::string("metrics: ") + e.what();
+    }
   }
+  if (!all_agree(*world, problem.empty())) return fail(problem.empty() ? "metrics: rank 0 cannot write them" : problem);
 
   if (root) {
     std::ostringstream sizes;

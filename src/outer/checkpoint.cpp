@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -33,6 +34,11 @@ void fsync_path(const std::string& path, bool directory) {
   const int err = errno;
   ::close(fd);
   if (rc != 0) throw CheckpointError("cannot sync " + path + ": " + std::strerror(err));
+}
+
+// The round in a checkpoint folder's name (list() admits only ckpt-NNNNNNNN).
+int round_of_name(const std::string& path) {
+  return std::stoi(std::filesystem::path(path).filename().string().substr(5));
 }
 
 std::string round_name(int round) {
@@ -65,6 +71,13 @@ std::uint64_t BlobReader::u64(const char* what) {
   pos_ += 8;
   return v;
 }
+std::uint64_t BlobReader::count(const char* what, std::size_t item_bytes) {
+  const auto n = u64(what);
+  if (item_bytes > 0 && n > (data_.size() - pos_) / item_bytes)
+    throw CheckpointError(source_ + ": " + what + " says " + std::to_string(n) + " but only " +
+                          std::to_string(data_.size() - pos_) + " bytes follow (malformed or truncated)");
+  return n;
+}
 double BlobReader::f64(const char* what) {
   need(8, what);
   double v;
@@ -73,16 +86,14 @@ double BlobReader::f64(const char* what) {
   return v;
 }
 std::vector<float> BlobReader::floats(const char* what) {
-  const auto n = u64(what);
-  if (n > (data_.size() - pos_) / sizeof(float)) throw CheckpointError(source_ + ": truncated while reading " + what);
+  const auto n = count(what, sizeof(float));
   std::vector<float> v(n);
   std::memcpy(v.data(), data_.data() + pos_, n * sizeof(float));
   pos_ += n * sizeof(float);
   return v;
 }
 std::string BlobReader::bytes(const char* what) {
-  const auto n = u64(what);
-  need(n, what);
+  const auto n = count(what, 1);
   std::string v = data_.substr(pos_, n);
   pos_ += n;
   return v;
@@ -94,16 +105,35 @@ void BlobReader::expect_end() {
 std::string CheckpointStore::staging_dir(int round) const { return dir_ + "/" + round_name(round) + ".tmp"; }
 std::string CheckpointStore::final_dir(int round) const { return dir_ + "/" + round_name(round); }
 
+// Through one file descriptor with every call checked: on NFS or Lustre a
+// quota or space error often shows only at fsync or close, and an unchecked
+// close would publish a short file whose manifest was computed from memory.
 CheckpointFile CheckpointStore::write_file(const std::string& dir, const std::string& name, const std::string& data) {
   const std::string path = dir + "/" + name;
   const std::string tmp = path + ".partial";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(data.data(), static_cast<std::streamsize>(data.size()));
-    out.flush();
-    if (!out) throw CheckpointError("cannot write " + tmp + " (disk full or not writable?)");
+  const auto failed = [&](const char* call) {
+    return CheckpointError("cannot write " + tmp + ": " + call + ": " + std::strerror(errno) +
+                           " (disk full, over quota or not writable?)");
+  };
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw failed("open");
+  std::size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const CheckpointError error = failed("write");
+      ::close(fd);
+      throw error;
+    }
+    done += static_cast<std::size_t>(n);
   }
-  fsync_path(tmp, false);
+  if (::fsync(fd) != 0) {
+    const CheckpointError error = failed("fsync");
+    ::close(fd);
+    throw error;
+  }
+  if (::close(fd) != 0) throw failed("close");
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) throw CheckpointError("cannot rename " + tmp + ": " + ec.message());
@@ -133,8 +163,34 @@ void CheckpointStore::publish(int round, const std::vector<CheckpointFile>& file
   fs::rename(staging, target, ec);
   if (ec) throw CheckpointError("cannot publish checkpoint " + target + ": " + ec.message());
   fsync_path(dir_, true);
-  auto all = list();
-  for (std::size_t i = static_cast<std::size_t>(keep_); i < all.size(); ++i) fs::remove_all(all[i], ec);
+  // Only what is older than the checkpoint just published goes.
+  std::size_t kept = 0;
+  for (const auto& path : list()) {
+    if (round_of_name(path) > round) continue;
+    if (++kept > static_cast<std::size_t>(keep_)) fs::remove_all(path, ec);
+  }
+}
+
+std::string CheckpointStore::set_aside_newer_than(int round) const {
+  std::vector<std::string> newer;
+  for (const auto& path : list())
+    if (round_of_name(path) > round) newer.push_back(path);
+  if (newer.empty()) return {};
+  const std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", std::gmtime(&now));
+  std::string folder = dir_ + "/abandoned-" + stamp;
+  for (int n = 2; fs::exists(folder); ++n) folder = dir_ + "/abandoned-" + stamp + "-" + std::to_string(n);
+  std::error_code ec;
+  fs::create_directory(folder, ec);
+  if (ec) throw CheckpointError("cannot create " + folder + ": " + ec.message());
+  for (const auto& path : newer) {
+    fs::rename(path, folder + "/" + fs::path(path).filename().string(), ec);
+    if (ec) throw CheckpointError("cannot move " + path + " into " + folder + ": " + ec.message());
+  }
+  fsync_path(folder, true);
+  fsync_path(dir_, true);
+  return folder;
 }
 
 std::vector<std::string> CheckpointStore::list() const {
@@ -201,9 +257,11 @@ std::string CheckpointStore::verify(const std::string& path) {
   return {};
 }
 
-std::optional<std::string> CheckpointStore::newest_valid(std::vector<std::string>& warnings) const {
+std::optional<std::string> CheckpointStore::newest_valid(
+    std::vector<std::string>& warnings, const std::function<std::string(const std::string&)>& usable) const {
   for (const auto& path : list()) {
-    const std::string problem = verify(path);
+    std::string problem = verify(path);
+    if (problem.empty() && usable) problem = usable(path);
     if (problem.empty()) return path;
     warnings.push_back("checkpoint " + path + " is unusable (" + problem + "); trying an older one");
   }

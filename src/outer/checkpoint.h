@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -42,6 +43,9 @@ class BlobReader {
  public:
   BlobReader(std::string data, std::string source) : data_(std::move(data)), source_(std::move(source)) {}
   std::uint64_t u64(const char* what);
+  // A count of items of at least `item_bytes` each, checked against what the
+  // file still holds before anyone allocates for it.
+  std::uint64_t count(const char* what, std::size_t item_bytes);
   double f64(const char* what);
   std::vector<float> floats(const char* what);
   std::string bytes(const char* what);
@@ -56,8 +60,9 @@ class BlobReader {
 
 class CheckpointStore {
  public:
-  // `keep` newest checkpoints are kept; older ones are removed after a new
-  // one is published.
+  // After a new checkpoint is published, checkpoints older than it are
+  // removed until `keep` remain (it included); newer ones are never touched
+  // (set_aside_newer_than moves them out of the way first).
   CheckpointStore(std::string dir, int keep) : dir_(std::move(dir)), keep_(keep) {}
 
   const std::string& dir() const { return dir_; }
@@ -80,8 +85,17 @@ class CheckpointStore {
   static int round_of(const std::string& path);
   static std::vector<CheckpointFile> manifest(const std::string& path);
 
-  // The newest checkpoint that verifies; each skipped one adds a warning.
-  std::optional<std::string> newest_valid(std::vector<std::string>& warnings) const;
+  // The newest checkpoint that verifies and that `usable` accepts (empty
+  // string: yes; else why not); each skipped one adds a warning.
+  std::optional<std::string> newest_valid(std::vector<std::string>& warnings,
+                                          const std::function<std::string(const std::string&)>& usable = {}) const;
+
+  // A run that continues from `round` (0: a fresh start) abandons the future
+  // of any checkpoint newer than that: such checkpoints move, whole, into a
+  // new folder dir/abandoned-<UTC time>/ (never deleted), where neither
+  // --resume auto nor pruning sees them. Returns the folder, or "" if nothing
+  // was newer. Throws CheckpointError.
+  std::string set_aside_newer_than(int round) const;
 
  private:
   std::string dir_;

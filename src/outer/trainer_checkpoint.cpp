@@ -151,15 +151,14 @@ void Trainer::restore(const std::string& path) {
     restored_.exposed_comm_s = g.f64("exposed comm time");
     restored_.excluded_total = static_cast<std::int64_t>(g.u64("exclusions"));
     const auto global = g.floats("global params");
-    if (g.u64("fragment count") != layout_.size())
+    if (g.count("fragment count", 2 * sizeof(std::uint64_t)) != layout_.size())
       throw CheckpointError(path + " was written with another fragment count (sync.overlap, sync.fragments)");
     std::vector<std::pair<std::vector<float>, bool>> outer_states;
     for (std::size_t i = 0; i < layout_.size(); ++i) {
       auto state = g.floats("outer state");
       outer_states.emplace_back(std::move(state), g.u64("outer started") != 0);
     }
-    std::vector<double> sched(g.u64("scheduler state size"));
-    if (sched.size() > (1u << 20)) throw CheckpointError(path + "/global.bin: malformed scheduler state");
+    std::vector<double> sched(g.count("scheduler state size", sizeof(double)));
     for (auto& v : sched) v = g.f64("scheduler state");
     g.expect_end();
     try {
@@ -193,7 +192,8 @@ void Trainer::restore(const std::string& path) {
     const auto local = w.floats("local params");
     if (local.size() != inner_.num_params()) throw CheckpointError(name + ": local params do not fit the model");
     std::memcpy(inner_.params().data(), local.data(), local.size() * sizeof(float));
-    if (w.u64("fragment count") != layout_.size()) throw CheckpointError(name + ": another fragment count");
+    if (w.count("fragment count", sizeof(std::uint64_t)) != layout_.size())
+      throw CheckpointError(name + ": another fragment count");
     std::vector<std::vector<float>> residuals;
     for (std::size_t i = 0; i < layout_.size(); ++i) residuals.push_back(w.floats("error-feedback residual"));
     w.expect_end();
@@ -229,8 +229,8 @@ std::string Trainer::describe_checkpoint(const std::string& path) {
   g.f64("exposed comm time");
   out << "exclusions   " << g.u64("exclusions") << "\n";
   out << "global params " << g.floats("global params").size() << "\n";
-  const auto fragments = g.u64("fragment count");
-  if (fragments > (1u << 20)) throw CheckpointError(path + "/global.bin: malformed fragment count");
+  // Each fragment holds at least a value count and a flag.
+  const auto fragments = g.count("fragment count", 2 * sizeof(std::uint64_t));
   out << "fragments    " << fragments << "\n";
   std::size_t outer_values = 0;
   for (std::uint64_t i = 0; i < fragments; ++i) {
@@ -238,12 +238,28 @@ std::string Trainer::describe_checkpoint(const std::string& path) {
     g.u64("outer started");
   }
   out << "outer state  " << outer_values << " values\n";
-  const auto sched_size = g.u64("scheduler state size");
-  for (std::uint64_t i = 0; i < sched_size && i < 64; ++i) {
+  const auto sched_size = g.count("scheduler state size", sizeof(double));
+  for (std::uint64_t i = 0; i < sched_size; ++i) {
     const double v = g.f64("scheduler state");
     if (i == 0) out << "next H       " << v << "\n";
   }
   g.expect_end();
+  // Each site's file, read through as restore() reads it.
+  for (const auto& f : CheckpointStore::manifest(path)) {
+    if (f.name.rfind("site-", 0) != 0) continue;
+    const std::string name = path + "/" + f.name;
+    BlobReader w(CheckpointStore::read_file(name), name);
+    if (w.u64("magic") != kSiteMagic) throw CheckpointError(name + ": not a diloco site state");
+    const auto site = w.u64("site");
+    const auto inner_bytes = w.bytes("inner state").size();
+    const auto local = w.floats("local params").size();
+    const auto residual_count = w.count("fragment count", sizeof(std::uint64_t));
+    std::size_t residuals = 0;
+    for (std::uint64_t i = 0; i < residual_count; ++i) residuals += w.floats("error-feedback residual").size();
+    w.expect_end();
+    out << "site " << site << "       " << local << " local params, inner state " << inner_bytes << " bytes, residual "
+        << residuals << " values\n";
+  }
   return out.str();
 }
 

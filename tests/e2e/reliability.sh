@@ -97,6 +97,81 @@ assert all(r["excluded"] == [] for i, r in enumerate(rows) if i != 2)
 assert rows[-1]["excluded_total"] == 1 and math.isfinite(rows[-1]["eval_loss"])
 PY
 
+# 5b. A checkpoint whose checksums hold but whose content does not parse (a
+#     scheduler state size far beyond the file): inspect and resume name the
+#     file, exit 2, and --resume auto falls back to the one before.
+d="$WORK/malformed"
+mpi 4 "$DILOCO_BIN" train "${base[@]}" --set outer.rounds=4 --out "$d" > /dev/null 2>&1 || fail "malformed: first run"
+python3 - "$d/checkpoints/ckpt-00000004" <<'PY' || fail "malformed: could not craft the checkpoint"
+import struct, sys
+def crc32c(data, table=[]):
+    if not table:
+        for i in range(256):
+            c = i
+            for _ in range(8):
+                c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+            table.append(c)
+    c = 0xFFFFFFFF
+    for b in data:
+        c = table[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+ckpt = sys.argv[1]
+blob = bytearray(open(f"{ckpt}/global.bin", "rb").read())
+# global.bin ends with the scheduler state: a count k, then k doubles.
+k = next(k for k in range(1000) if struct.unpack_from("<Q", blob, len(blob) - 8 * k - 8)[0] == k)
+struct.pack_into("<Q", blob, len(blob) - 8 * k - 8, 1 << 40)
+open(f"{ckpt}/global.bin", "wb").write(blob)
+lines = open(f"{ckpt}/MANIFEST").read().splitlines()
+body = "".join(
+    (f"file global.bin {len(blob)} {crc32c(blob)}" if l.startswith("file global.bin ") else l) + "\n"
+    for l in lines if not l.startswith("crc "))
+open(f"{ckpt}/MANIFEST", "w").write(body + f"crc {crc32c(body.encode())}\n")
+PY
+expect_exit 2 "ckpt-00000004/global.bin: scheduler state size" "malformed: inspect names the file" -- \
+  "$DILOCO_BIN" inspect "$d/checkpoints/ckpt-00000004"
+expect_exit 2 "ckpt-00000004/global.bin: scheduler state size" "malformed: --resume CKPT refuses" -- \
+  mpi 4 "$DILOCO_BIN" train "${base[@]}" --set outer.rounds=6 --out "$d" --resume "$d/checkpoints/ckpt-00000004"
+out=$(mpi 4 "$DILOCO_BIN" train "${base[@]}" --set outer.rounds=6 --out "$d" --resume auto 2>&1); rc=$?
+[[ $rc -eq 0 && "$out" == *"scheduler state size"* && "$out" == *"resuming from $d/checkpoints/ckpt-00000002"* ]] \
+  && pass "malformed: --resume auto fell back to round 2" || { echo "$out" | tail -20; fail "malformed: no fallback (exit $rc)"; }
+
+# 5c. keep = 1 and the only checkpoint corrupt: the fresh start sets it aside
+#     (never deleted) instead of pruning the new one; a second crash then still
+#     finds the new one.
+d="$WORK/keep1"
+k1=("${base[@]}" --set checkpoint.keep=1 --out "$d")
+mpi 4 "$DILOCO_BIN" train "${k1[@]}" --set outer.rounds=4 > /dev/null 2>&1 || fail "keep1: first run"
+truncate -s 100 "$d/checkpoints/ckpt-00000004/global.bin"
+mpi 4 "$DILOCO_BIN" train "${k1[@]}" --set outer.rounds=2 --resume auto > "$WORK/keep1.log" 2>&1 || fail "keep1: fresh run"
+if [[ -d "$d/checkpoints/ckpt-00000002" ]] && ls -d "$d"/checkpoints/abandoned-*/ckpt-00000004 > /dev/null 2>&1; then
+  pass "keep1: new checkpoint kept, the abandoned one set aside"
+else
+  ls -R "$d/checkpoints"; fail "keep1: checkpoints lost"
+fi
+out=$(mpi 4 "$DILOCO_BIN" train "${k1[@]}" --set outer.rounds=3 --resume auto 2>&1)
+[[ "$out" == *"resuming from $d/checkpoints/ckpt-00000002"* ]] && pass "keep1: second resume finds round 2" \
+  || { echo "$out" | tail; fail "keep1: second resume"; }
+
+# 5d. A manual --resume of an older checkpoint abandons the newer ones: a
+#     later --resume auto continues the resumed run, not the abandoned future.
+d="$WORK/manual"
+m=("${base[@]}" --set checkpoint.keep=3 --out "$d")
+mpi 4 "$DILOCO_BIN" train "${m[@]}" --set outer.rounds=6 > /dev/null 2>&1 || fail "manual: first run"
+mpi 4 "$DILOCO_BIN" train "${m[@]}" --set outer.rounds=3 --resume "$d/checkpoints/ckpt-00000002" \
+  > /dev/null 2>&1 || fail "manual: resume of round 2"
+out=$(mpi 4 "$DILOCO_BIN" train "${m[@]}" --set outer.rounds=4 --resume auto 2>&1)
+[[ "$out" == *"resuming from $d/checkpoints/ckpt-00000003"* ]] && ls -d "$d"/checkpoints/abandoned-*/ckpt-00000006 > /dev/null \
+  && pass "manual: auto continues from round 3; rounds 4 and 6 set aside" || { echo "$out" | tail; fail "manual: auto jumped"; }
+
+# 5e. A metrics row torn by a crash: resume drops it with a warning and
+#     rewrites the file; the run finishes with one row per round.
+d="$WORK/torn"
+mpi 4 "$DILOCO_BIN" train "${base[@]}" --set outer.rounds=4 --out "$d" > /dev/null 2>&1 || fail "torn: first run"
+printf '{"round":' >> "$d/metrics.jsonl"
+out=$(mpi 4 "$DILOCO_BIN" train "${base[@]}" --set outer.rounds=6 --out "$d" --resume auto 2>&1); rc=$?
+[[ $rc -eq 0 && "$out" == *"dropped a metrics row"* && $(rows "$d/metrics.jsonl") -eq 6 ]] \
+  && pass "torn metrics row: dropped with a warning, run finished" || { echo "$out" | tail; fail "torn metrics row (exit $rc)"; }
+
 # --resume with a folder that is not a valid checkpoint.
 expect_exit 2 "--resume $WORK/nope" "--resume PATH that does not verify" -- \
   mpi 2 "$DILOCO_BIN" train "${base[@]}" --set topology.sites=1 --out "$WORK/nope_run" --resume "$WORK/nope"
@@ -118,4 +193,15 @@ if mount -t tmpfs -o size=$(( size_kb * 3 / 2 ))k tmpfs "$mnt" 2>/dev/null; then
 else
   echo "SKIP: full-disk case needs a tmpfs mount (root); not run"
 fi
+# 8. An error that shows only at close (a quota on NFS or Lustre), injected
+#    into the second checkpoint's global.bin: exit 2 naming close, the first
+#    checkpoint intact, nothing half-written published.
+d="$WORK/close"
+FAIL_CLOSE_MATCH=global.bin.partial FAIL_CLOSE_SKIP=1 LD_PRELOAD="$FAIL_CLOSE_LIB" \
+  expect_exit 2 "checkpoint of round 2 failed: cannot write $d/checkpoints/ckpt-00000002.tmp/global.bin.partial: close: Disk quota exceeded" \
+  "error at close: exit 2, named" -- \
+  mpi 4 "$DILOCO_BIN" train "${base[@]}" --set checkpoint.every=1 --set checkpoint.keep=2 --out "$d"
+"$DILOCO_BIN" inspect "$d/checkpoints/ckpt-00000001" > /dev/null && [[ ! -e "$d/checkpoints/ckpt-00000002" ]] \
+  && ! ls "$d/checkpoints" | grep -q tmp && pass "error at close: round 1 intact, round 2 not published" \
+  || { ls -R "$d/checkpoints"; fail "error at close: checkpoints damaged"; }
 finish

@@ -275,7 +275,9 @@ TEST(ExchangeTest, CorruptLaterPartLeavesTheSenderOutFromThere) {
     const bool without = std::abs(delta[i] - others[i]) <= 1e-6f;
     ASSERT_TRUE(with || without) << i;
     if (!with && first_without == count) first_without = i;
-    if (i >= first_without) ASSERT_TRUE(without) << i;
+    if (i >= first_without) {
+      ASSERT_TRUE(without) << i;
+    }
   }
   EXPECT_GT(first_without, 1000u);  // parts 0 and 1 kept site 1
   EXPECT_LT(first_without, 3000u);
