@@ -173,6 +173,14 @@ int main(int argc, char** argv) {
   }
 
   if (command == "check") {
+    // What train would refuse about the data, before a job is queued.
+    try {
+      const auto corpus = diloco::app::load_corpus(recipe);
+      std::cerr << "data: " << corpus.files() << " files, " << corpus.train().size() + corpus.eval().size()
+                << " bytes (" << corpus.eval().size() << " held out)\n";
+    } catch (const diloco::inner::DataError& e) {
+      return input_error(std::string("data.paths: ") + e.what());
+    }
     std::cout << diloco::app::to_toml(recipe);
     return 0;
   }

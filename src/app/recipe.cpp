@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -538,10 +539,14 @@ Recipe parse_recipe(const std::string& toml_text, const std::string& source,
 }
 
 Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides) {
+  std::error_code ec;
+  // A folder opens as a stream on Linux and reads as empty: a default recipe.
+  if (std::filesystem::is_directory(path, ec)) throw RecipeError(path + ": is a folder, not a recipe file");
   std::ifstream in(path);
   if (!in) throw RecipeError(path + ": cannot open recipe");
   std::stringstream text;
   text << in.rdbuf();
+  if (in.bad()) throw RecipeError(path + ": cannot read recipe");
   return parse_recipe(text.str(), path, overrides);
 }
 

@@ -154,10 +154,9 @@ int train(const Recipe& recipe, const std::string& resume, comm::MpiSession& mpi
   }
   if (!all_agree(*world, problem.empty())) return fail(problem.empty() ? "output folder not writable" : problem);
 
-  const std::size_t min_bytes = static_cast<std::size_t>(recipe.model.seq_len) + 2;
   std::optional<inner::Corpus> corpus;
   try {
-    corpus = inner::Corpus::load(recipe.data.paths, recipe.data.eval_fraction, min_bytes);
+    corpus = load_corpus(recipe);
   } catch (const inner::DataError& e) {
     problem = std::string("data.paths: ") + e.what();
   }
@@ -328,6 +327,12 @@ int train(const Recipe& recipe, const std::string& resume, comm::MpiSession& mpi
 }
 
 }  // namespace
+
+inner::Corpus load_corpus(const Recipe& recipe) {
+  // A window is seq_len + 1 tokens; the corpus must hold at least one more.
+  const std::size_t min_bytes = static_cast<std::size_t>(recipe.model.seq_len) + 2;
+  return inner::Corpus::load(recipe.data.paths, recipe.data.eval_fraction, min_bytes);
+}
 
 int run_train(const Recipe& recipe, const std::string& resume, int* argc, char*** argv) {
   comm::MpiSession mpi(argc, argv);

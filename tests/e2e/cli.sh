@@ -12,13 +12,15 @@ expect_exit 2 "bogus" "unknown flag" -- "$DILOCO_BIN" check recipes/quickstart.t
 
 # check prints every section, with --set applied, and the output is itself a
 # valid recipe that reads back identically.
-"$DILOCO_BIN" check recipes/quickstart.toml --set sync.H=7 --set 'data.paths=["a", "b"]' > "$WORK/eff.toml" \
+printf 'some text to train on, long enough for a window of the small model. %.0s' {1..40} > "$WORK/a"
+cp "$WORK/a" "$WORK/b"
+"$DILOCO_BIN" check recipes/quickstart.toml --set sync.H=7 --set "data.paths=[\"$WORK/a\", \"$WORK/b\"]" > "$WORK/eff.toml" \
   || fail "check quickstart"
 for section in run model data inner outer sync compression topology metrics; do
   grep -q "^\[$section\]" "$WORK/eff.toml" || fail "effective recipe lacks [$section]"
 done
 grep -q '^H = 7$' "$WORK/eff.toml" && pass "--set applied" || fail "--set sync.H=7 not applied"
-grep -q "^paths = \['a', 'b'\]$" "$WORK/eff.toml" && pass "array --set" || fail "array --set not applied"
+grep -q "^paths = \['$WORK/a', '$WORK/b'\]$" "$WORK/eff.toml" && pass "array --set" || fail "array --set not applied"
 "$DILOCO_BIN" check "$WORK/eff.toml" | diff -q - "$WORK/eff.toml" >/dev/null \
   && pass "effective recipe round-trips" || fail "effective recipe does not round-trip"
 

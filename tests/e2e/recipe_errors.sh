@@ -16,6 +16,12 @@ bad bad_codec "compression.codec must be one of" $'[compression]\ncodec = "gzip"
 bad syntax "syntax.toml:2" $'[run]\nseed = = 1'
 bad cross_key "model.n_heads must divide model.d_model" $'[model]\nd_model = 30\nn_heads = 4'
 expect_exit 2 "cannot open recipe" "missing recipe file" -- "$DILOCO_BIN" check "$WORK/nope.toml"
+expect_exit 2 "recipe: recipes: is a folder, not a recipe file" "a folder as the recipe" -- "$DILOCO_BIN" check recipes
+expect_exit 2 "data.paths: data path $WORK/missing does not exist" "check: missing data path" -- \
+  "$DILOCO_BIN" check recipes/quickstart.toml --set "data.paths=[\"$WORK/missing\"]"
+mkdir -p "$WORK/no_text" && printf '\0\1\2' > "$WORK/no_text/binary.bin"
+expect_exit 2 "data.paths: no plain-text files under $WORK/no_text" "check: a folder with no text" -- \
+  "$DILOCO_BIN" check recipes/quickstart.toml --set "data.paths=[\"$WORK/no_text\"]"
 expect_exit 2 "--set outer.nope" "unknown --set key" -- "$DILOCO_BIN" check recipes/quickstart.toml --set outer.nope=1
 expect_exit 2 "--set topology.sites: topology.sites must be an integer" "--set wrong type" -- \
   "$DILOCO_BIN" check recipes/quickstart.toml --set topology.sites=two
