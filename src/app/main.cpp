@@ -173,6 +173,11 @@ int main(int argc, char** argv) {
   }
 
   if (command == "check") {
+    const auto& m = recipe.model;
+    std::cerr << "model: " << (m.kind == diloco::inner::ModelKind::kLlama ? "llama" : "gpt")
+              << (recipe.model_preset.name.empty() ? "" : " (preset " + recipe.model_preset.name + ")") << ", "
+              << diloco::inner::parameter_count(m) << " parameters (" << diloco::inner::parameter_count(m) / 1e6
+              << "M)\n";
     // What train would refuse about the data, before a job is queued.
     try {
       const auto corpus = diloco::app::load_corpus(recipe);

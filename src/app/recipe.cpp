@@ -13,7 +13,9 @@
 #include <sstream>
 #include <toml++/toml.h>
 
+#include "app/model_presets.h"
 #include "diloco/compression/codec.h"
+#include "inner/model_config.h"
 
 namespace diloco::app {
 namespace {
@@ -290,10 +292,20 @@ const std::vector<Key>& keys() {
                              {"mpi", comm::IntraSiteSetting::kMpi},
                              {"nccl", comm::IntraSiteSetting::kNccl}}));
 
+    std::vector<std::string> preset_names{""};
+    for (const auto& p : model_presets()) preset_names.push_back(p.name);
+    k.push_back(string_key("model", "preset", &R::model_preset, &ModelPresetSection::name, preset_names, true));
+    k.push_back(enum_key("model", "kind", &R::model, &inner::ModelConfig::kind,
+                         std::vector<std::pair<std::string, inner::ModelKind>>{{"gpt", inner::ModelKind::kGpt},
+                                                                               {"llama", inner::ModelKind::kLlama}}));
+    k.push_back(integer_key("model", "vocab", &R::model, &inner::ModelConfig::vocab, 2, 1 << 24));
     k.push_back(integer_key("model", "d_model", &R::model, &inner::ModelConfig::d_model, 8, 16384));
     k.push_back(integer_key("model", "n_layers", &R::model, &inner::ModelConfig::n_layers, 1, 256));
     k.push_back(integer_key("model", "n_heads", &R::model, &inner::ModelConfig::n_heads, 1, 256));
     k.push_back(integer_key("model", "seq_len", &R::model, &inner::ModelConfig::seq_len, 2, 65536));
+    k.push_back(integer_key("model", "n_kv_heads", &R::model, &inner::ModelConfig::n_kv_heads, 0, 256));
+    k.push_back(integer_key("model", "ffn_hidden", &R::model, &inner::ModelConfig::ffn_hidden, 0, 1 << 20));
+    k.push_back(bool_key("model", "tie_embeddings", &R::model, &inner::ModelConfig::tie_embeddings));
 
     k.push_back(paths_key());
     k.push_back(number_key("data", "eval_fraction", &R::data, &inner::DataConfig::eval_fraction,
@@ -438,6 +450,14 @@ void apply_override(toml::table& root, const std::string& flag, std::set<std::st
 Recipe validate(const toml::table& root, const std::string& source, const std::set<std::string>& overridden) {
   Recipe r;
   r.data.paths = {kDefaultCorpus};
+  // A preset sets the model's sizes first; explicit model.* keys then override.
+  if (const toml::node* preset = root.at_path("model.preset").node(); preset && preset->is_string()) {
+    if (const auto* found = find_model_preset(*preset->value<std::string>())) {
+      const int seq_len = r.model.seq_len;
+      r.model = found->config;
+      r.model.seq_len = seq_len;
+    }
+  }
   const auto sections = section_names();
   for (auto&& [section_key, section_node] : root) {
     const std::string section(section_key.str());
@@ -514,6 +534,25 @@ Recipe validate(const toml::table& root, const std::string& source, const std::s
   if (r.model.d_model % r.model.n_heads != 0)
     throw RecipeError(locate("model", "n_heads") + ": model.n_heads must divide model.d_model (" +
                       std::to_string(r.model.n_heads) + " does not divide " + std::to_string(r.model.d_model) + ")");
+  if (r.model.kind == inner::ModelKind::kGpt) {
+    // The byte GPT has one shape of each: other values are refused, not ignored.
+    const std::pair<const char*, bool> llama_only[] = {{"n_kv_heads", r.model.n_kv_heads != 0},
+                                                       {"ffn_hidden", r.model.ffn_hidden != 0},
+                                                       {"tie_embeddings", !r.model.tie_embeddings}};
+    for (const auto& [name, set] : llama_only)
+      if (set)
+        throw RecipeError(locate("model", name) + ": model." + name + " applies to model.kind = \"llama\" only");
+  } else {
+    try {
+      inner::check_llama_config(r.model);
+    } catch (const std::invalid_argument& e) {
+      throw RecipeError(locate("model", r.model.n_kv_heads > 0 ? "n_kv_heads" : "n_heads") + ": " + e.what());
+    }
+  }
+  // The data are bytes: every byte must be a token the model knows.
+  if (r.model.vocab < 256)
+    throw RecipeError(locate("model", "vocab") + ": model.vocab (" + std::to_string(r.model.vocab) +
+                      ") must be at least 256: the data are bytes");
   return r;
 }
 

@@ -106,10 +106,16 @@ struct CheckpointSection {
   int keep = 3;
 };
 
+// model.preset: the named size the model.* keys start from ("" for none).
+struct ModelPresetSection {
+  std::string name;
+};
+
 struct Recipe {
   RunConfig run;
   DeviceSection devices;
   inner::ModelConfig model;
+  ModelPresetSection model_preset;
   inner::DataConfig data;
   inner::InnerOptimConfig inner;
   outer::OuterConfig outer;

@@ -112,12 +112,6 @@ void install_stop_handlers() {
   for (int s : {SIGTERM, SIGINT, SIGUSR1}) sigaction(s, &action, nullptr);
 }
 
-std::string model_signature(const Recipe& r, std::size_t params) {
-  std::ostringstream out;
-  out << "gpt d_model=" << r.model.d_model << " n_layers=" << r.model.n_layers << " n_heads=" << r.model.n_heads
-      << " seq_len=" << r.model.seq_len << " params=" << params;
-  return out.str();
-}
 
 int train(const Recipe& recipe, const std::string& resume, comm::MpiSession& mpi) {
   const bool root = mpi.world_rank() == 0;
@@ -222,7 +216,7 @@ int train(const Recipe& recipe, const std::string& resume, comm::MpiSession& mpi
   checkpoint.every = recipe.checkpoint.every;
   checkpoint.keep = recipe.checkpoint.keep;
   checkpoint.recipe_toml = to_toml(recipe);
-  checkpoint.model_signature = model_signature(recipe, inner_loop->num_params());
+  checkpoint.model_signature = inner_loop->model_signature();
   outer::FaultConfig faults;
   faults.nan_site = recipe.debug.nan_site;
   faults.nan_round = recipe.debug.nan_round;

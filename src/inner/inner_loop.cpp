@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "inner/autocast.h"
-#include "inner/gpt.h"
+#include "inner/models/model.h"
 #include "inner/lr_schedule.h"
 
 namespace diloco::inner {
@@ -44,14 +44,14 @@ struct InnerLoop::Impl {
         optim(optim_config),
         schedule{optim_config.lr, optim_config.warmup_steps, total_steps, optim_config.min_lr_ratio} {
     torch::manual_seed(seed);
-    model = Gpt(model_config);  // initialized on the CPU, so every device starts from the same weights
-    model->to(device);
+    model = make_model(model_config);  // initialized on the CPU, so every device starts from the same weights
+    model->module().to(device);
     flatten();
     std::vector<torch::Tensor> decayed;
     std::vector<torch::Tensor> plain;
     // Decay matrices only; gains, biases and embeddings' rows stay free of it
     // except the (tied) token embedding, which is a matrix.
-    for (auto& p : model->parameters()) (p.dim() >= 2 ? decayed : plain).push_back(p);
+    for (auto& p : model->module().parameters()) (p.dim() >= 2 ? decayed : plain).push_back(p);
     auto options = torch::optim::AdamWOptions(optim.lr)
                        .betas({optim.beta1, optim.beta2})
                        .weight_decay(optim.weight_decay);
@@ -69,7 +69,7 @@ struct InnerLoop::Impl {
   // through the same all-reduce.
   void flatten() {
     torch::NoGradGuard no_grad;
-    auto params = model->parameters();
+    auto params = model->module().parameters();
     std::int64_t total = 0;
     for (auto& p : params) total += p.numel();
     const auto on_device = torch::TensorOptions().dtype(torch::kFloat).device(device);
@@ -171,7 +171,7 @@ struct InnerLoop::Impl {
   BatchSampler sampler;
   InnerOptimConfig optim;
   LrSchedule schedule;
-  Gpt model{nullptr};
+  std::unique_ptr<Model> model;
   torch::Tensor flat_params;
   torch::Tensor flat_grads;
   std::size_t num_params = 0;
@@ -196,7 +196,7 @@ InnerStats InnerLoop::run(int steps, const std::function<void(int, double)>& on_
   const auto start = std::chrono::steady_clock::now();
   InnerStats stats;
   double loss_sum = 0.0;
-  impl_->model->train();
+  impl_->model->module().train();
   impl_->push_params();
   if (steps > 0) impl_->host_current = false;
   for (int i = 0; i < steps; ++i) {
@@ -221,7 +221,7 @@ InnerStats InnerLoop::run(int steps, const std::function<void(int, double)>& on_
 double InnerLoop::eval_loss(int windows) {
   torch::NoGradGuard no_grad;
   impl_->push_params();
-  impl_->model->eval();
+  impl_->model->module().eval();
   auto tokens_vec = impl_->sampler.eval_windows(windows);
   const auto T = impl_->sampler.seq_len();
   const std::int64_t mine = static_cast<std::int64_t>(tokens_vec.size()) / (T + 1);
@@ -236,7 +236,7 @@ double InnerLoop::eval_loss(int windows) {
     totals[1] += static_cast<double>(n);
   }
   impl_->group.sum(std::span<double>(totals, 2));
-  impl_->model->train();
+  impl_->model->module().train();
   return totals[1] > 0 ? totals[0] / totals[1] : std::nan("");
 }
 
@@ -247,15 +247,11 @@ std::span<float> InnerLoop::params() {
   return {impl_->host_params.data_ptr<float>(), impl_->num_params};
 }
 
-// "blocks.3.attn.qkv.weight" belongs to layer "blocks.3"; "ln_final.weight" to "ln_final".
 std::vector<InnerLoop::Layer> InnerLoop::layers() const {
   std::vector<Layer> out;
   std::size_t offset = 0;
-  for (const auto& item : impl_->model->named_parameters()) {
-    const std::string& name = item.key();
-    auto end = name.find('.');
-    if (name.compare(0, end, "blocks") == 0) end = name.find('.', end + 1);
-    const std::string layer = name.substr(0, end);
+  for (const auto& item : impl_->model->module().named_parameters()) {
+    const std::string layer = impl_->model->layer_of(item.key());
     const auto count = static_cast<std::size_t>(item.value().numel());
     if (out.empty() || out.back().name != layer) out.push_back({layer, offset, 0});
     out.back().count += count;
@@ -271,6 +267,8 @@ std::int64_t InnerLoop::tokens_per_step() const {
 }
 
 std::size_t InnerLoop::num_params() const { return impl_->num_params; }
+
+std::string InnerLoop::model_signature() const { return impl_->model->signature(); }
 
 std::int64_t InnerLoop::step() const { return impl_->step; }
 

@@ -123,6 +123,8 @@ class InnerLoop {
   // Do not keep the span across run().
   std::span<float> params();
   std::size_t num_params() const;
+  // The model's kind and shapes, as checkpoints record them.
+  std::string model_signature() const;
   // Tokens the whole group processes per inner step.
   std::int64_t tokens_per_step() const;
   std::int64_t step() const;  // inner steps taken so far

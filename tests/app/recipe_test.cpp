@@ -156,3 +156,38 @@ TEST(RecipeDeviceTest, ImpossibleDeviceCombinationsNameTheKey) {
   e = error_of("", {"inner.precision=fp16"});
   EXPECT_NE(e.find("inner.precision must be one of \"fp32\", \"bf16\""), std::string::npos) << e;
 }
+
+TEST(RecipeTest, ModelPresetThenExplicitKeys) {
+  Recipe r = parse_recipe("[model]\npreset = \"diloco-150m\"\nseq_len = 256\n", "p.toml", {});
+  EXPECT_EQ(r.model.kind, diloco::inner::ModelKind::kLlama);
+  EXPECT_EQ(r.model.vocab, 32000);
+  EXPECT_EQ(r.model.d_model, 896);
+  EXPECT_EQ(r.model.n_layers, 12);
+  EXPECT_EQ(r.model.n_heads, 16);
+  EXPECT_EQ(r.model.seq_len, 256);
+  EXPECT_NEAR(static_cast<double>(diloco::inner::parameter_count(r.model)), 150e6, 2e6);
+  // Explicit keys override the preset, from the file and from --set alike.
+  Recipe o = parse_recipe("[model]\npreset = \"diloco-150m\"\nn_layers = 3\n", "p.toml", {"model.n_kv_heads=4"});
+  EXPECT_EQ(o.model.n_layers, 3);
+  EXPECT_EQ(o.model.n_kv_heads, 4);
+  EXPECT_EQ(o.model.d_model, 896);
+  // The effective recipe reads back to the same model.
+  Recipe back = parse_recipe(diloco::app::to_toml(o), "back.toml", {});
+  EXPECT_EQ(back.model.n_layers, 3);
+  EXPECT_EQ(back.model.n_kv_heads, 4);
+  EXPECT_EQ(back.model_preset.name, "diloco-150m");
+  EXPECT_NEAR(static_cast<double>(diloco::inner::parameter_count(parse_recipe("[model]\npreset = \"diloco-60m\"", "p", {}).model)), 60e6, 3e6);
+  EXPECT_NEAR(static_cast<double>(diloco::inner::parameter_count(parse_recipe("[model]\npreset = \"diloco-400m\"", "p", {}).model)), 400e6, 12e6);
+}
+
+TEST(RecipeTest, ModelKeyErrorsNameTheKey) {
+  EXPECT_NE(error_of("[model]\npreset = \"gpt-9\"").find("test.toml:2:10: model.preset must be one of"), std::string::npos)
+      << error_of("[model]\npreset = \"gpt-9\"");
+  EXPECT_NE(error_of("[model]\nkind = \"llama\"\nn_kv_heads = 3").find("model.n_kv_heads (3) must divide model.n_heads (4)"),
+            std::string::npos);
+  EXPECT_NE(error_of("[model]\nn_kv_heads = 2").find("model.n_kv_heads applies to model.kind = \"llama\" only"),
+            std::string::npos);
+  EXPECT_NE(error_of("[model]\nkind = \"llama\"\nvocab = 100").find("test.toml:3:9: model.vocab (100) must be at least 256"),
+            std::string::npos) << error_of("[model]\nkind = \"llama\"\nvocab = 100");
+  EXPECT_NE(error_of("[model]\nkind = \"bert\"").find("model.kind must be one of \"gpt\", \"llama\""), std::string::npos);
+}

@@ -1,0 +1,129 @@
+// The Llama-style model behind the Model seam: shapes and names, causality,
+// grouped-query attention, tied and untied heads, parameter counts, and an
+// inner loop that learns with it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "fixtures.h"
+#include "inner/inner_loop.h"
+#include "inner/models/model.h"
+
+using namespace diloco::inner;
+using namespace diloco::inner::testing;
+
+namespace {
+
+ModelConfig tiny_llama(int kv_heads = 2, bool tied = true) {
+  ModelConfig c;
+  c.kind = ModelKind::kLlama;
+  c.d_model = 32;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.n_kv_heads = kv_heads;
+  c.seq_len = 16;
+  c.tie_embeddings = tied;
+  return c;
+}
+
+long long built_count(Model& m) {
+  long long n = 0;
+  for (const auto& p : m.module().parameters()) n += p.numel();
+  return n;
+}
+
+}  // namespace
+
+TEST(LlamaTest, LogitsShapeAndHuggingFaceNames) {
+  torch::manual_seed(0);
+  auto model = make_model(tiny_llama());
+  const auto logits = model->logits(torch::randint(0, 256, {3, 16}, torch::kLong));
+  EXPECT_EQ(logits.sizes(), (std::vector<std::int64_t>{3, 16, 256}));
+  const auto params = model->module().named_parameters();
+  EXPECT_TRUE(params.contains("model.embed_tokens.weight"));
+  EXPECT_TRUE(params.contains("model.layers.1.self_attn.q_proj.weight"));
+  EXPECT_TRUE(params.contains("model.layers.0.mlp.gate_proj.weight"));
+  EXPECT_TRUE(params.contains("model.layers.0.post_attention_layernorm.weight"));
+  EXPECT_TRUE(params.contains("model.norm.weight"));
+  EXPECT_FALSE(params.contains("lm_head.weight"));
+  // Grouped-query attention: 2 key/value heads of 8 for 4 query heads.
+  EXPECT_EQ(params["model.layers.0.self_attn.k_proj.weight"].sizes(), (std::vector<std::int64_t>{16, 32}));
+  EXPECT_EQ(params["model.layers.0.self_attn.q_proj.weight"].sizes(), (std::vector<std::int64_t>{32, 32}));
+  for (const auto& item : params) EXPECT_EQ(item.key().find("bias"), std::string::npos) << item.key();
+  EXPECT_EQ(model->layer_of("model.layers.1.mlp.up_proj.weight"), "model.layers.1");
+  EXPECT_EQ(model->layer_of("model.embed_tokens.weight"), "model.embed_tokens");
+  EXPECT_EQ(model->layer_of("lm_head.weight"), "lm_head");
+}
+
+TEST(LlamaTest, LaterTokensDoNotChangeEarlierLogits) {
+  torch::manual_seed(1);
+  auto model = make_model(tiny_llama());
+  torch::NoGradGuard no_grad;
+  auto a = torch::randint(0, 256, {1, 16}, torch::kLong);
+  auto b = a.clone();
+  b.index_put_({0, 10}, (a.index({0, 10}).item<std::int64_t>() + 1) % 256);
+  const auto la = model->logits(a);
+  const auto lb = model->logits(b);
+  EXPECT_TRUE(torch::allclose(la.slice(1, 0, 10), lb.slice(1, 0, 10)));
+  EXPECT_FALSE(torch::allclose(la.slice(1, 10, 11), lb.slice(1, 10, 11)));
+}
+
+TEST(LlamaTest, RotaryPositionsMakeOrderMatter) {
+  // With no position embeddings, attention over a set of earlier tokens is
+  // blind to their order unless rotary encoding tells positions apart.
+  torch::manual_seed(2);
+  auto model = make_model(tiny_llama());
+  torch::NoGradGuard no_grad;
+  const auto ab = model->logits(torch::tensor({5, 9, 7}, torch::kLong).view({1, 3}));
+  const auto ba = model->logits(torch::tensor({9, 5, 7}, torch::kLong).view({1, 3}));
+  EXPECT_FALSE(torch::allclose(ab.select(1, 2), ba.select(1, 2), 1e-4, 1e-5));
+}
+
+TEST(LlamaTest, UntiedHeadHasItsOwnWeights) {
+  torch::manual_seed(3);
+  auto tied = make_model(tiny_llama(4, true));
+  torch::manual_seed(3);
+  auto untied = make_model(tiny_llama(4, false));
+  EXPECT_TRUE(untied->module().named_parameters().contains("lm_head.weight"));
+  EXPECT_EQ(built_count(*untied) - built_count(*tied), 256 * 32);
+}
+
+TEST(LlamaTest, ParameterCountFormulaMatchesTheBuiltModels) {
+  for (auto c : {tiny_llama(), tiny_llama(4, false), tiny_llama(1, true), tiny()}) {
+    torch::manual_seed(0);
+    auto model = make_model(c);
+    EXPECT_EQ(parameter_count(c), built_count(*model)) << model->signature();
+  }
+}
+
+TEST(LlamaTest, BadShapesAreRefusedNamingTheKey) {
+  auto c = tiny_llama(3);
+  EXPECT_THROW(
+      {
+        try {
+          make_model(c);
+        } catch (const std::invalid_argument& e) {
+          EXPECT_NE(std::string(e.what()).find("model.n_kv_heads (3) must divide model.n_heads (4)"), std::string::npos);
+          throw;
+        }
+      },
+      std::invalid_argument);
+}
+
+TEST(LlamaTest, InnerLoopLearnsWithLlama) {
+  set_compute_threads(1);
+  auto corpus = small_corpus();
+  SoloGroup group;
+  DataConfig data;
+  data.batch_size = 8;
+  InnerLoop loop(tiny_llama(), fast(), data, corpus, {}, group, 3, 60);
+  EXPECT_EQ(loop.num_params(), static_cast<std::size_t>(parameter_count(tiny_llama())));
+  EXPECT_EQ(loop.model_signature().rfind("llama vocab=256 d_model=32 n_layers=2", 0), 0u) << loop.model_signature();
+  const auto layers = loop.layers();
+  ASSERT_EQ(layers.size(), 4u);  // embeddings, two blocks, final norm
+  EXPECT_EQ(layers[1].name, "model.layers.0");
+  const double before = loop.eval_loss(32);
+  EXPECT_NEAR(before, std::log(256.0), 0.1);
+  loop.run(60);
+  EXPECT_LT(loop.eval_loss(32), before - 1.5);
+}
