@@ -15,6 +15,7 @@
 #include "app/probe_command.h"
 #include "app/recipe.h"
 #include "app/train_command.h"
+#include "app/weights.h"
 #include "comm/intra_site.h"
 #include "inner/inner_loop.h"
 #include "inner/corpus.h"
@@ -31,6 +32,7 @@ const char* kUsage =
     "                                                          train under MPI (mpirun/srun)\n"
     "  check RECIPE [--set section.key=value]...               validate, print the effective recipe\n"
     "  inspect CHECKPOINT                                      verify a checkpoint, print what it holds\n"
+    "  export CHECKPOINT --format safetensors --out FILE       write a checkpoint's global params as safetensors\n"
     "  probe RECIPE [--set ...] [--out DIR]                    measure links between sites (under mpirun)\n"
     "  plan RECIPE [--set ...] [--links FILE] [--step-s S]     what-if table of H and codecs (no MPI)\n"
     "  devices                                                 CUDA devices and backends this build can use\n"
@@ -128,6 +130,7 @@ int main(int argc, char** argv) {
     std::cout << kUsage;
     return 0;
   }
+  if (command == "export") return diloco::app::run_export(argc, argv);
   if (command == "inspect") {
     if (argc != 3 || std::string(argv[2]).rfind("-", 0) == 0) {
       if (argc == 3 && (std::string(argv[2]) == "--help" || std::string(argv[2]) == "-h")) {
@@ -175,7 +178,7 @@ int main(int argc, char** argv) {
   if (command == "check") {
     const auto& m = recipe.model;
     std::cerr << "model: " << (m.kind == diloco::inner::ModelKind::kLlama ? "llama" : "gpt")
-              << (recipe.model_preset.name.empty() ? "" : " (preset " + recipe.model_preset.name + ")") << ", "
+              << (recipe.model_source.preset.empty() ? "" : " (preset " + recipe.model_source.preset + ")") << ", "
               << diloco::inner::parameter_count(m) << " parameters (" << diloco::inner::parameter_count(m) / 1e6
               << "M)\n";
     // What train would refuse about the data, before a job is queued.

@@ -294,7 +294,8 @@ const std::vector<Key>& keys() {
 
     std::vector<std::string> preset_names{""};
     for (const auto& p : model_presets()) preset_names.push_back(p.name);
-    k.push_back(string_key("model", "preset", &R::model_preset, &ModelPresetSection::name, preset_names, true));
+    k.push_back(string_key("model", "preset", &R::model_source, &ModelSourceSection::preset, preset_names, true));
+    k.push_back(string_key("model", "init_from", &R::model_source, &ModelSourceSection::init_from, {}, true));
     k.push_back(enum_key("model", "kind", &R::model, &inner::ModelConfig::kind,
                          std::vector<std::pair<std::string, inner::ModelKind>>{{"gpt", inner::ModelKind::kGpt},
                                                                                {"llama", inner::ModelKind::kLlama}}));

@@ -106,16 +106,17 @@ struct CheckpointSection {
   int keep = 3;
 };
 
-// model.preset: the named size the model.* keys start from ("" for none).
-struct ModelPresetSection {
-  std::string name;
+// Where a model comes from besides its sizes.
+struct ModelSourceSection {
+  std::string preset;     // model.preset: the named size the model.* keys start from ("" for none)
+  std::string init_from;  // model.init_from: weights for round 1 (a safetensors file or a checkpoint folder; "" for none)
 };
 
 struct Recipe {
   RunConfig run;
   DeviceSection devices;
   inner::ModelConfig model;
-  ModelPresetSection model_preset;
+  ModelSourceSection model_source;
   inner::DataConfig data;
   inner::InnerOptimConfig inner;
   outer::OuterConfig outer;

@@ -16,6 +16,8 @@
 
 #include "app/metrics_log.h"
 #include "app/resume.h"
+#include "app/weights.h"
+#include "inner/models/safetensors.h"
 #include "app/sites.h"
 #include "comm/intra_site.h"
 #include "comm/mpi_communicator.h"
@@ -205,6 +207,15 @@ int train(const Recipe& recipe, const std::string& resume, comm::MpiSession& mpi
   if (!all_agree(*world, problem.empty()))
     return fail(problem.empty() ? "data: another rank's shard is unusable" : problem);
   if (recipe.debug.slow_site == topo.site) inner_loop->set_slowdown(recipe.debug.slow_factor);
+  // Round 1 starts from existing weights when asked (a resumed checkpoint
+  // then replaces them); every rank reads them, as it reads the data.
+  try {
+    init_weights(recipe, *inner_loop);
+  } catch (const inner::WeightsError& e) {
+    problem = e.what();
+  }
+  if (!all_agree(*world, problem.empty()))
+    return fail(problem.empty() ? "model.init_from: another rank could not read it" : problem);
 
   outer::OuterParts parts;
   parts.exchange = [&](comm::Communicator& leaders) {

@@ -11,6 +11,7 @@
 
 #include "inner/autocast.h"
 #include "inner/models/model.h"
+#include "inner/models/weights.h"
 #include "inner/lr_schedule.h"
 
 namespace diloco::inner {
@@ -269,6 +270,19 @@ std::int64_t InnerLoop::tokens_per_step() const {
 std::size_t InnerLoop::num_params() const { return impl_->num_params; }
 
 std::string InnerLoop::model_signature() const { return impl_->model->signature(); }
+
+void InnerLoop::load_weights(const std::string& safetensors_path) {
+  const SafetensorsFile file(safetensors_path);
+  impl_->push_params();  // a host copy handed out earlier is not written back over the loaded weights
+  inner::load_weights(*impl_->model, file);
+  impl_->host_current = false;
+}
+
+std::vector<std::pair<std::string, std::vector<std::int64_t>>> InnerLoop::parameter_shapes() const {
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> out;
+  for (const auto& p : parameter_layout(*impl_->model)) out.emplace_back(p.name, p.shape);
+  return out;
+}
 
 std::int64_t InnerLoop::step() const { return impl_->step; }
 

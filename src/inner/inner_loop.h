@@ -125,6 +125,14 @@ class InnerLoop {
   std::size_t num_params() const;
   // The model's kind and shapes, as checkpoints record them.
   std::string model_signature() const;
+
+  // Replaces the parameters with the tensors of a safetensors file, matched
+  // by name (the model's names: Hugging Face's for llama). Throws
+  // WeightsError naming the file and what does not fit; nothing is changed
+  // then.
+  void load_weights(const std::string& safetensors_path);
+  // Names and shapes of the parameters in params() order.
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> parameter_shapes() const;
   // Tokens the whole group processes per inner step.
   std::int64_t tokens_per_step() const;
   std::int64_t step() const;  // inner steps taken so far

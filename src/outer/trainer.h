@@ -166,6 +166,9 @@ class Trainer {
   // What a checkpoint folder holds, as lines of text; throws CheckpointError
   // when its global state cannot be read.
   static std::string describe_checkpoint(const std::string& path);
+  // A checkpoint's global parameters and the signature of their model
+  // (weights to start from); throws CheckpointError.
+  static std::vector<float> global_params_of(const std::string& path, std::string& signature);
 
   RunSummary run(const Hooks& hooks);
 

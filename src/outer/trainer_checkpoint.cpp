@@ -34,6 +34,49 @@ std::vector<std::string> gather_strings(comm::Communicator& comm, const std::str
   return out;
 }
 
+// Everything global.bin holds, read in one place for restore, inspection and
+// weights: every count checked against the bytes left, the end checked.
+struct GlobalFile {
+  std::string signature;
+  std::uint64_t round = 0;
+  std::uint64_t sites = 0;
+  double initial_eval = 0.0;
+  RoundMetrics counters;  // tokens, bytes, times, exclusions
+  std::vector<float> global;
+  std::vector<std::pair<std::vector<float>, bool>> outer_states;  // per fragment: state, started
+  std::vector<double> scheduler;
+};
+
+GlobalFile read_global_file(const std::string& path) {
+  const std::string name = path + "/global.bin";
+  BlobReader g(CheckpointStore::read_file(name), name);
+  if (g.u64("magic") != kGlobalMagic) throw CheckpointError(name + ": not a diloco global state");
+  GlobalFile f;
+  f.signature = g.bytes("model signature");
+  f.round = g.u64("round");
+  f.sites = g.u64("site count");
+  f.initial_eval = g.f64("initial eval loss");
+  f.counters.tokens = static_cast<std::int64_t>(g.u64("tokens"));
+  f.counters.bytes_sent = g.u64("bytes sent");
+  f.counters.wall_s = g.f64("wall time");
+  f.counters.compute_s = g.f64("compute time");
+  f.counters.comm_s = g.f64("comm time");
+  f.counters.wait_s = g.f64("wait time");
+  f.counters.exposed_comm_s = g.f64("exposed comm time");
+  f.counters.excluded_total = static_cast<std::int64_t>(g.u64("exclusions"));
+  f.global = g.floats("global params");
+  // Each fragment holds at least a value count and a flag.
+  const auto fragments = g.count("fragment count", 2 * sizeof(std::uint64_t));
+  for (std::uint64_t i = 0; i < fragments; ++i) {
+    auto state = g.floats("outer state");
+    f.outer_states.emplace_back(std::move(state), g.u64("outer started") != 0);
+  }
+  f.scheduler.resize(g.count("scheduler state size", sizeof(double)));
+  for (auto& v : f.scheduler) v = g.f64("scheduler state");
+  g.expect_end();
+  return f;
+}
+
 }  // namespace
 
 void Trainer::save_checkpoint(int round, const RoundMetrics& metrics, double initial_eval_loss) {
@@ -131,36 +174,20 @@ void Trainer::restore(const std::string& path) {
   comm::Communicator& world = *comms_.world;
   std::string problem;
   try {
-    BlobReader g(CheckpointStore::read_file(path + "/global.bin"), path + "/global.bin");
-    if (g.u64("magic") != kGlobalMagic) throw CheckpointError(path + "/global.bin: not a diloco global state");
-    const std::string signature = g.bytes("model signature");
-    if (signature != checkpoint_.model_signature)
-      throw CheckpointError(path + " holds a model of " + signature + "; the recipe builds " + checkpoint_.model_signature);
-    const int round = static_cast<int>(g.u64("round"));
-    const auto sites = g.u64("site count");
-    if (sites != static_cast<std::uint64_t>(topo.num_sites))
-      throw CheckpointError(path + " was written by " + std::to_string(sites) + " sites; this run has " +
+    GlobalFile g = read_global_file(path);
+    if (g.signature != checkpoint_.model_signature)
+      throw CheckpointError(path + " holds a model of " + g.signature + "; the recipe builds " + checkpoint_.model_signature);
+    const int round = static_cast<int>(g.round);
+    if (g.sites != static_cast<std::uint64_t>(topo.num_sites))
+      throw CheckpointError(path + " was written by " + std::to_string(g.sites) + " sites; this run has " +
                             std::to_string(topo.num_sites) + " (topology.sites)");
-    restored_initial_eval_ = g.f64("initial eval loss");
-    restored_.tokens = static_cast<std::int64_t>(g.u64("tokens"));
-    restored_.bytes_sent = g.u64("bytes sent");
-    restored_.wall_s = g.f64("wall time");
-    restored_.compute_s = g.f64("compute time");
-    restored_.comm_s = g.f64("comm time");
-    restored_.wait_s = g.f64("wait time");
-    restored_.exposed_comm_s = g.f64("exposed comm time");
-    restored_.excluded_total = static_cast<std::int64_t>(g.u64("exclusions"));
-    const auto global = g.floats("global params");
-    if (g.count("fragment count", 2 * sizeof(std::uint64_t)) != layout_.size())
+    restored_initial_eval_ = g.initial_eval;
+    restored_ = g.counters;
+    if (g.outer_states.size() != layout_.size())
       throw CheckpointError(path + " was written with another fragment count (sync.overlap, sync.fragments)");
-    std::vector<std::pair<std::vector<float>, bool>> outer_states;
-    for (std::size_t i = 0; i < layout_.size(); ++i) {
-      auto state = g.floats("outer state");
-      outer_states.emplace_back(std::move(state), g.u64("outer started") != 0);
-    }
-    std::vector<double> sched(g.count("scheduler state size", sizeof(double)));
-    for (auto& v : sched) v = g.f64("scheduler state");
-    g.expect_end();
+    const auto& global = g.global;
+    const auto& outer_states = g.outer_states;
+    const auto& sched = g.scheduler;
     try {
       scheduler_.load(sched);
     } catch (const std::invalid_argument& e) {
@@ -213,37 +240,22 @@ void Trainer::restore(const std::string& path) {
 namespace diloco::outer {
 
 std::string Trainer::describe_checkpoint(const std::string& path) {
-  BlobReader g(CheckpointStore::read_file(path + "/global.bin"), path + "/global.bin");
-  if (g.u64("magic") != kGlobalMagic) throw CheckpointError(path + "/global.bin: not a diloco global state");
+  const GlobalFile g = read_global_file(path);
   std::ostringstream out;
-  out << "model        " << g.bytes("model signature") << "\n";
-  out << "round        " << g.u64("round") << "\n";
-  out << "sites        " << g.u64("site count") << "\n";
-  out << "start eval   " << g.f64("initial eval loss") << "\n";
-  out << "tokens       " << g.u64("tokens") << "\n";
-  out << "bytes sent   " << g.u64("bytes sent") << "\n";
-  out << "wall s       " << g.f64("wall time") << "\n";
-  g.f64("compute time");
-  g.f64("comm time");
-  g.f64("wait time");
-  g.f64("exposed comm time");
-  out << "exclusions   " << g.u64("exclusions") << "\n";
-  out << "global params " << g.floats("global params").size() << "\n";
-  // Each fragment holds at least a value count and a flag.
-  const auto fragments = g.count("fragment count", 2 * sizeof(std::uint64_t));
-  out << "fragments    " << fragments << "\n";
+  out << "model        " << g.signature << "\n";
+  out << "round        " << g.round << "\n";
+  out << "sites        " << g.sites << "\n";
+  out << "start eval   " << g.initial_eval << "\n";
+  out << "tokens       " << g.counters.tokens << "\n";
+  out << "bytes sent   " << g.counters.bytes_sent << "\n";
+  out << "wall s       " << g.counters.wall_s << "\n";
+  out << "exclusions   " << g.counters.excluded_total << "\n";
+  out << "global params " << g.global.size() << "\n";
+  out << "fragments    " << g.outer_states.size() << "\n";
   std::size_t outer_values = 0;
-  for (std::uint64_t i = 0; i < fragments; ++i) {
-    outer_values += g.floats("outer state").size();
-    g.u64("outer started");
-  }
+  for (const auto& state : g.outer_states) outer_values += state.first.size();
   out << "outer state  " << outer_values << " values\n";
-  const auto sched_size = g.count("scheduler state size", sizeof(double));
-  for (std::uint64_t i = 0; i < sched_size; ++i) {
-    const double v = g.f64("scheduler state");
-    if (i == 0) out << "next H       " << v << "\n";
-  }
-  g.expect_end();
+  if (!g.scheduler.empty()) out << "next H       " << g.scheduler.front() << "\n";
   // Each site's file, read through as restore() reads it.
   for (const auto& f : CheckpointStore::manifest(path)) {
     if (f.name.rfind("site-", 0) != 0) continue;
@@ -261,6 +273,12 @@ std::string Trainer::describe_checkpoint(const std::string& path) {
         << residuals << " values\n";
   }
   return out.str();
+}
+
+std::vector<float> Trainer::global_params_of(const std::string& path, std::string& signature) {
+  GlobalFile g = read_global_file(path);
+  signature = g.signature;
+  return std::move(g.global);
 }
 
 }  // namespace diloco::outer

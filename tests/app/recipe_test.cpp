@@ -175,7 +175,7 @@ TEST(RecipeTest, ModelPresetThenExplicitKeys) {
   Recipe back = parse_recipe(diloco::app::to_toml(o), "back.toml", {});
   EXPECT_EQ(back.model.n_layers, 3);
   EXPECT_EQ(back.model.n_kv_heads, 4);
-  EXPECT_EQ(back.model_preset.name, "diloco-150m");
+  EXPECT_EQ(back.model_source.preset, "diloco-150m");
   EXPECT_NEAR(static_cast<double>(diloco::inner::parameter_count(parse_recipe("[model]\npreset = \"diloco-60m\"", "p", {}).model)), 60e6, 3e6);
   EXPECT_NEAR(static_cast<double>(diloco::inner::parameter_count(parse_recipe("[model]\npreset = \"diloco-400m\"", "p", {}).model)), 400e6, 12e6);
 }

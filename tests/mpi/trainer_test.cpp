@@ -46,6 +46,7 @@ struct RunSetup {
   std::optional<outer::SyncConfig> sync;  // default: fixed H, blocking
   std::string codec = "none";
   inner::DeviceConfig device;  // stage_params: the host copy every CUDA run uses
+  inner::ModelConfig model = tiny();
 };
 
 outer::OuterParts parts_of(const RunSetup& s) {
@@ -70,7 +71,7 @@ struct Run {
   Run(const RunSetup& s, const inner::Corpus& c)
       : comms(comm::make_mpi_site_comms(s.sites)),
         group(*comms.site),
-        loop(tiny(), s.optim, s.data, c, shard_of(comms.topology), group, s.seed,
+        loop(s.model, s.optim, s.data, c, shard_of(comms.topology), group, s.seed,
              static_cast<std::int64_t>(s.outer.rounds) * s.H, s.device),
         trainer(comms, loop, parts_of(s), s.outer, s.sync ? *s.sync : sync_of(s.H), outer::EvalConfig{1, 8}) {}
 
@@ -95,9 +96,9 @@ std::vector<std::vector<float>> gather_floats(comm::Communicator& world, std::sp
 
 }  // namespace
 
-TEST(TrainerTest, EveryRankHoldsBitIdenticalGlobalParamsAfterEachOuterStep) {
+// Replicas agree bit for bit after every round, whatever the model.
+void expect_identical_replicas(RunSetup s) {
   auto c = corpus();
-  RunSetup s;
   s.outer.rounds = 4;
   s.optim.lr = 3e-3;
   s.optim.warmup_steps = 2;
@@ -132,6 +133,15 @@ TEST(TrainerTest, EveryRankHoldsBitIdenticalGlobalParamsAfterEachOuterStep) {
     auto local = run->loop.params();
     EXPECT_EQ(std::memcmp(global.data(), local.data(), local.size_bytes()), 0);
   }
+}
+
+TEST(TrainerTest, EveryRankHoldsBitIdenticalGlobalParamsAfterEachOuterStep) { expect_identical_replicas({}); }
+
+TEST(TrainerTest, LlamaReplicasStayBitIdentical) {
+  RunSetup s;
+  s.model.kind = inner::ModelKind::kLlama;
+  s.model.n_kv_heads = 1;  // grouped-query attention
+  expect_identical_replicas(s);
 }
 
 TEST(TrainerTest, UnequalSitesAverageWeightedByTokens) {

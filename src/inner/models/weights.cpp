@@ -1,0 +1,70 @@
+// Weights in and out by parameter name.
+#include "inner/models/weights.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace diloco::inner {
+namespace {
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::ostringstream out;
+  out << "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
+  out << "]";
+  return out.str();
+}
+
+// "a, b, c and 4 more" for the first `shown` of `items`.
+std::string first_few(const std::vector<std::string>& items, std::size_t shown = 5) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size() && i < shown; ++i) out += (i ? ", " : "") + items[i];
+  if (items.size() > shown) out += " and " + std::to_string(items.size() - shown) + " more";
+  return out;
+}
+
+}  // namespace
+
+std::vector<ParameterShape> parameter_layout(Model& model) {
+  std::vector<ParameterShape> out;
+  for (const auto& item : model.module().named_parameters())
+    out.push_back({item.key(), std::vector<std::int64_t>(item.value().sizes().begin(), item.value().sizes().end())});
+  return out;
+}
+
+void load_weights(Model& model, const SafetensorsFile& file) {
+  const auto& tensors = file.tensors();
+  std::vector<std::string> missing, mismatched, unexpected;
+  const auto layout = parameter_layout(model);
+  for (const auto& p : layout) {
+    auto it = tensors.find(p.name);
+    if (it == tensors.end()) missing.push_back(p.name);
+    else if (it->second.shape != p.shape)
+      mismatched.push_back(p.name + " (file " + shape_text(it->second.shape) + ", model " + shape_text(p.shape) + ")");
+  }
+  for (const auto& [name, t] : tensors) {
+    const bool known = std::any_of(layout.begin(), layout.end(), [&](const ParameterShape& p) { return p.name == name; });
+    if (!known) unexpected.push_back(name == "lm_head.weight" ? name + " (the model ties its head to the embedding: "
+                                                                      "model.tie_embeddings = false takes it)"
+                                                              : name);
+  }
+  if (!missing.empty() || !mismatched.empty() || !unexpected.empty()) {
+    std::string why = file.path() + " does not fit the model";
+    if (!mismatched.empty()) why += "; shapes differ: " + first_few(mismatched);
+    if (!missing.empty()) why += "; missing: " + first_few(missing);
+    if (!unexpected.empty()) why += "; unexpected: " + first_few(unexpected);
+    throw WeightsError(why);
+  }
+  // Every tensor converts before the first one is written.
+  std::vector<std::vector<float>> values;
+  for (const auto& p : layout) values.push_back(file.to_floats(p.name));
+  torch::NoGradGuard no_grad;
+  std::size_t i = 0;
+  for (auto& item : model.module().named_parameters()) {
+    auto& v = values[i++];
+    auto source = torch::from_blob(v.data(), item.value().sizes(), torch::kFloat);
+    item.value().copy_(source);
+  }
+}
+
+}  // namespace diloco::inner
