@@ -19,6 +19,7 @@
 #include "comm/intra_site.h"
 #include "inner/inner_loop.h"
 #include "inner/corpus.h"
+#include "inner/models/model.h"
 
 namespace {
 
@@ -177,10 +178,22 @@ int main(int argc, char** argv) {
 
   if (command == "check") {
     const auto& m = recipe.model;
-    std::cerr << "model: " << (m.kind == diloco::inner::ModelKind::kLlama ? "llama" : "gpt")
+    long long params = diloco::inner::parameter_count(m);
+    if (m.kind == diloco::inner::ModelKind::kTorchScript) {
+      // Load it and run the contract check train runs, before a job is queued.
+      try {
+        torch::manual_seed(0);
+        const auto model = diloco::inner::make_model(m);
+        params = 0;
+        for (const auto& named : model->named_parameters()) params += named.second.numel();
+      } catch (const diloco::inner::ModelError& e) {
+        return input_error(e.what());
+      }
+    }
+    const char* kinds[] = {"gpt", "llama", "torchscript"};
+    std::cerr << "model: " << kinds[static_cast<int>(m.kind)]
               << (recipe.model_source.preset.empty() ? "" : " (preset " + recipe.model_source.preset + ")") << ", "
-              << diloco::inner::parameter_count(m) << " parameters (" << diloco::inner::parameter_count(m) / 1e6
-              << "M)\n";
+              << params << " parameters (" << params / 1e6 << "M)\n";
     // What train would refuse about the data, before a job is queued.
     try {
       const auto corpus = diloco::app::load_corpus(recipe);

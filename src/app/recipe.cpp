@@ -150,15 +150,20 @@ Recipe validate(const toml::table& root, const std::string& source, const std::s
   if (r.model.d_model % r.model.n_heads != 0)
     throw RecipeError(locate("model", "n_heads") + ": model.n_heads must divide model.d_model (" +
                       std::to_string(r.model.n_heads) + " does not divide " + std::to_string(r.model.d_model) + ")");
-  if (r.model.kind == inner::ModelKind::kGpt) {
-    // The byte GPT has one shape of each: other values are refused, not ignored.
-    const std::pair<const char*, bool> llama_only[] = {{"n_kv_heads", r.model.n_kv_heads != 0},
-                                                       {"ffn_hidden", r.model.ffn_hidden != 0},
-                                                       {"tie_embeddings", !r.model.tie_embeddings}};
-    for (const auto& [name, set] : llama_only)
-      if (set)
-        throw RecipeError(locate("model", name) + ": model." + name + " applies to model.kind = \"llama\" only");
-  } else {
+  // Keys a kind has no use for are refused when set, not ignored.
+  const bool llama = r.model.kind == inner::ModelKind::kLlama;
+  const bool torchscript = r.model.kind == inner::ModelKind::kTorchScript;
+  const std::pair<const char*, bool> unused[] = {{"n_kv_heads", !llama && r.model.n_kv_heads != 0},
+                                                 {"ffn_hidden", !llama && r.model.ffn_hidden != 0},
+                                                 {"tie_embeddings", !llama && !r.model.tie_embeddings},
+                                                 {"path", !torchscript && !r.model.path.empty()}};
+  for (const auto& [name, set] : unused)
+    if (set)
+      throw RecipeError(locate("model", name) + ": model." + name + " does not apply to model.kind = \"" +
+                        (llama ? "llama" : torchscript ? "torchscript" : "gpt") + "\"");
+  if (torchscript && r.model.path.empty())
+    throw RecipeError(locate("model", "kind") + ": model.kind = \"torchscript\" needs model.path (a file torch.jit.save wrote)");
+  if (llama) {
     try {
       inner::check_llama_config(r.model);
     } catch (const std::invalid_argument& e) {

@@ -141,8 +141,11 @@ const std::vector<Key>& keys() {
     k.push_back(string_key("model", "preset", &R::model_source, &ModelSourceSection::preset, preset_names, true));
     k.push_back(string_key("model", "init_from", &R::model_source, &ModelSourceSection::init_from, {}, true));
     k.push_back(enum_key("model", "kind", &R::model, &inner::ModelConfig::kind,
-                         std::vector<std::pair<std::string, inner::ModelKind>>{{"gpt", inner::ModelKind::kGpt},
-                                                                               {"llama", inner::ModelKind::kLlama}}));
+                         std::vector<std::pair<std::string, inner::ModelKind>>{
+                             {"gpt", inner::ModelKind::kGpt},
+                             {"llama", inner::ModelKind::kLlama},
+                             {"torchscript", inner::ModelKind::kTorchScript}}));
+    k.push_back(string_key("model", "path", &R::model, &inner::ModelConfig::path, {}, true));
     k.push_back(integer_key("model", "vocab", &R::model, &inner::ModelConfig::vocab, 2, 1 << 24));
     k.push_back(integer_key("model", "d_model", &R::model, &inner::ModelConfig::d_model, 8, 16384));
     k.push_back(integer_key("model", "n_layers", &R::model, &inner::ModelConfig::n_layers, 1, 256));

@@ -17,6 +17,7 @@
 #include "app/metrics_log.h"
 #include "app/resume.h"
 #include "app/weights.h"
+#include "inner/models/model.h"
 #include "inner/models/safetensors.h"
 #include "app/sites.h"
 #include "comm/intra_site.h"
@@ -203,9 +204,11 @@ int train(const Recipe& recipe, const std::string& resume, comm::MpiSession& mpi
     problem.clear();
   } catch (const inner::DataError& e) {
     problem = std::string("data: ") + e.what();
+  } catch (const inner::ModelError& e) {
+    problem = e.what();
   }
   if (!all_agree(*world, problem.empty()))
-    return fail(problem.empty() ? "data: another rank's shard is unusable" : problem);
+    return fail(problem.empty() ? "data or model: another rank could not set up its inner loop" : problem);
   if (recipe.debug.slow_site == topo.site) inner_loop->set_slowdown(recipe.debug.slow_factor);
   // Round 1 starts from existing weights when asked (a resumed checkpoint
   // then replaces them); every rank reads them, as it reads the data.

@@ -46,13 +46,13 @@ struct InnerLoop::Impl {
         schedule{optim_config.lr, optim_config.warmup_steps, total_steps, optim_config.min_lr_ratio} {
     torch::manual_seed(seed);
     model = make_model(model_config);  // initialized on the CPU, so every device starts from the same weights
-    model->module().to(device);
+    model->to(device);
     flatten();
     std::vector<torch::Tensor> decayed;
     std::vector<torch::Tensor> plain;
     // Decay matrices only; gains, biases and embeddings' rows stay free of it
     // except the (tied) token embedding, which is a matrix.
-    for (auto& p : model->module().parameters()) (p.dim() >= 2 ? decayed : plain).push_back(p);
+    for (auto& [name, p] : model->named_parameters()) (p.dim() >= 2 ? decayed : plain).push_back(p);
     auto options = torch::optim::AdamWOptions(optim.lr)
                        .betas({optim.beta1, optim.beta2})
                        .weight_decay(optim.weight_decay);
@@ -70,7 +70,8 @@ struct InnerLoop::Impl {
   // through the same all-reduce.
   void flatten() {
     torch::NoGradGuard no_grad;
-    auto params = model->module().parameters();
+    std::vector<torch::Tensor> params;
+    for (auto& named : model->named_parameters()) params.push_back(named.second);
     std::int64_t total = 0;
     for (auto& p : params) total += p.numel();
     const auto on_device = torch::TensorOptions().dtype(torch::kFloat).device(device);
@@ -197,7 +198,7 @@ InnerStats InnerLoop::run(int steps, const std::function<void(int, double)>& on_
   const auto start = std::chrono::steady_clock::now();
   InnerStats stats;
   double loss_sum = 0.0;
-  impl_->model->module().train();
+  impl_->model->train(true);
   impl_->push_params();
   if (steps > 0) impl_->host_current = false;
   for (int i = 0; i < steps; ++i) {
@@ -222,7 +223,7 @@ InnerStats InnerLoop::run(int steps, const std::function<void(int, double)>& on_
 double InnerLoop::eval_loss(int windows) {
   torch::NoGradGuard no_grad;
   impl_->push_params();
-  impl_->model->module().eval();
+  impl_->model->train(false);
   auto tokens_vec = impl_->sampler.eval_windows(windows);
   const auto T = impl_->sampler.seq_len();
   const std::int64_t mine = static_cast<std::int64_t>(tokens_vec.size()) / (T + 1);
@@ -237,7 +238,7 @@ double InnerLoop::eval_loss(int windows) {
     totals[1] += static_cast<double>(n);
   }
   impl_->group.sum(std::span<double>(totals, 2));
-  impl_->model->module().train();
+  impl_->model->train(true);
   return totals[1] > 0 ? totals[0] / totals[1] : std::nan("");
 }
 
@@ -251,9 +252,9 @@ std::span<float> InnerLoop::params() {
 std::vector<InnerLoop::Layer> InnerLoop::layers() const {
   std::vector<Layer> out;
   std::size_t offset = 0;
-  for (const auto& item : impl_->model->module().named_parameters()) {
-    const std::string layer = impl_->model->layer_of(item.key());
-    const auto count = static_cast<std::size_t>(item.value().numel());
+  for (const auto& [name, p] : impl_->model->named_parameters()) {
+    const std::string layer = impl_->model->layer_of(name);
+    const auto count = static_cast<std::size_t>(p.numel());
     if (out.empty() || out.back().name != layer) out.push_back({layer, offset, 0});
     out.back().count += count;
     offset += count;

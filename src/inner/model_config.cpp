@@ -19,6 +19,7 @@ void check_llama_config(const ModelConfig& c) {
 }
 
 long long parameter_count(const ModelConfig& c) {
+  if (c.kind == ModelKind::kTorchScript) return -1;
   const long long d = c.d_model, L = c.n_layers, V = c.vocab;
   if (c.kind == ModelKind::kGpt) {
     // Embeddings (tokens, positions), per block two LayerNorms, qkv and

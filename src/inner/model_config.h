@@ -2,11 +2,14 @@
 // recipe, the planner) need no torch.
 #pragma once
 
+#include <string>
+
 namespace diloco::inner {
 
 enum class ModelKind {
   kGpt,    // byte-level GPT: learned positions, LayerNorm, GELU MLP, biases, tied head
   kLlama,  // Llama-style: RMSNorm, rotary positions, SwiGLU MLP, no biases, grouped-query attention
+  kTorchScript,  // any scripted PyTorch module: forward(tokens [B, T] int64) -> logits [B, T, vocab]
 };
 
 struct ModelConfig {
@@ -23,6 +26,7 @@ struct ModelConfig {
   // multiple of 256, as Llama does.
   int ffn_hidden = 0;
   bool tie_embeddings = true;  // llama: the output head is the token embedding (gpt: always)
+  std::string path;  // torchscript: the file torch.jit.save wrote
 };
 
 // The SwiGLU width `config` asks for (ffn_hidden, or Llama's rule).
@@ -34,6 +38,7 @@ inline int llama_ffn_hidden(const ModelConfig& c) {
 
 // Parameters the model of `c` has, without building it (for `diloco check`
 // and the planner); the unit tests hold it to the built models' counts.
+// (A TorchScript module's count is known only once it is loaded: -1.)
 long long parameter_count(const ModelConfig& c);
 
 // Throws std::invalid_argument naming the model.* key whose value a Llama

@@ -185,9 +185,14 @@ TEST(RecipeTest, ModelKeyErrorsNameTheKey) {
       << error_of("[model]\npreset = \"gpt-9\"");
   EXPECT_NE(error_of("[model]\nkind = \"llama\"\nn_kv_heads = 3").find("model.n_kv_heads (3) must divide model.n_heads (4)"),
             std::string::npos);
-  EXPECT_NE(error_of("[model]\nn_kv_heads = 2").find("model.n_kv_heads applies to model.kind = \"llama\" only"),
+  EXPECT_NE(error_of("[model]\nn_kv_heads = 2").find("model.n_kv_heads does not apply to model.kind = \"gpt\""),
             std::string::npos);
   EXPECT_NE(error_of("[model]\nkind = \"llama\"\nvocab = 100").find("test.toml:3:9: model.vocab (100) must be at least 256"),
             std::string::npos) << error_of("[model]\nkind = \"llama\"\nvocab = 100");
-  EXPECT_NE(error_of("[model]\nkind = \"bert\"").find("model.kind must be one of \"gpt\", \"llama\""), std::string::npos);
+  EXPECT_NE(error_of("[model]\nkind = \"bert\"").find("model.kind must be one of \"gpt\", \"llama\", \"torchscript\""),
+            std::string::npos);
+  EXPECT_NE(error_of("[model]\nkind = \"torchscript\"").find("model.kind = \"torchscript\" needs model.path"),
+            std::string::npos);
+  EXPECT_NE(error_of("[model]\npath = \"m.pt\"").find("model.path does not apply to model.kind = \"gpt\""),
+            std::string::npos);
 }

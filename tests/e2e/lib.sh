@@ -36,6 +36,28 @@ wait_rows() {  # wait_rows FILE N: until FILE has N metrics rows (60 s at most)
 rank_pid() {  # rank_pid OUTDIR K: pid of the K-th rank process (1-based) of the run writing OUTDIR
   pgrep -f "^[^ ]*/diloco train .*$1( |\$)" | sort -n | sed -n "${2}p"
 }
+# exact_resume WHAT REF_METRICS OUT TRAIN_ARGS...: runs `diloco train` on 4
+# ranks into OUT, stops it with SIGTERM after round 2, resumes it with
+# --resume auto, and checks every row equals REF_METRICS (an uninterrupted
+# run of the same arguments).
+exact_resume() {
+  local what=$1 ref=$2 out=$3; shift 3
+  mpi 4 "$DILOCO_BIN" train "$@" --out "$out" > "$out.log" 2>&1 &
+  local job=$!
+  wait_rows "$out/metrics.jsonl" 2 && kill -TERM "$(rank_pid "$out" 2)"
+  wait $job
+  mpi 4 "$DILOCO_BIN" train "$@" --out "$out" --resume auto > "$out.resumed.log" 2>&1 \
+    || { tail -20 "$out.resumed.log"; fail "$what: resume"; return; }
+  python3 - "$ref" "$out/metrics.jsonl" <<'PY' && grep -q "resuming from" "$out.resumed.log" \
+    && pass "$what: resumed run equals the uninterrupted one" || fail "$what: resume differs"
+import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+assert len(a) == len(b), (len(a), len(b))
+for x, y in zip(a, b):
+    for k in ("train_loss", "eval_loss", "tokens", "bytes_sent"):
+        assert x[k] == y[k], (x["round"], k, x[k], y[k])
+PY
+}
 finish() {
   if [[ $failures -ne 0 ]]; then echo "$failures check(s) failed"; exit 1; fi
   echo "all checks passed"

@@ -36,21 +36,7 @@ assert rows[-1]["eval_loss"] < math.log(256) - 1, rows[-1]["eval_loss"]
 PY
 # Exact resume for llama: stopped by SIGTERM after a round, resumed, the
 # metrics equal the uninterrupted run's.
-mpi 4 "$DILOCO_BIN" train "$WORK/llama.toml" --out "$WORK/term" > "$WORK/term.log" 2>&1 &
-job=$!
-wait_rows "$WORK/term/metrics.jsonl" 2 && kill -TERM "$(rank_pid "$WORK/term" 2)"
-wait $job
-mpi 4 "$DILOCO_BIN" train "$WORK/llama.toml" --out "$WORK/term" --resume auto > "$WORK/term2.log" 2>&1 \
-  || { tail -20 "$WORK/term2.log"; fail "llama resume"; }
-python3 - "$WORK/base/metrics.jsonl" "$WORK/term/metrics.jsonl" <<'PY' && grep -q "resuming from" "$WORK/term2.log" \
-  && pass "llama: resumed run equals the uninterrupted one" || fail "llama: resume differs"
-import json, sys
-a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
-assert len(a) == len(b) == 4, (len(a), len(b))
-for x, y in zip(a, b):
-    for k in ("train_loss", "eval_loss", "tokens", "bytes_sent"):
-        assert x[k] == y[k], (x["round"], k, x[k], y[k])
-PY
+exact_resume llama "$WORK/base/metrics.jsonl" "$WORK/term" "$WORK/llama.toml"
 ckpt="$WORK/base/checkpoints/ckpt-00000004"
 expect_exit 0 "wrote 20 tensors" "export to safetensors" -- \
   "$DILOCO_BIN" export "$ckpt" --format safetensors --out "$WORK/tiny.safetensors"

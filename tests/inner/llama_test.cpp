@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "fixtures.h"
 #include "inner/inner_loop.h"
@@ -28,7 +29,7 @@ ModelConfig tiny_llama(int kv_heads = 2, bool tied = true) {
 
 long long built_count(Model& m) {
   long long n = 0;
-  for (const auto& p : m.module().parameters()) n += p.numel();
+  for (const auto& [name, p] : m.named_parameters()) n += p.numel();
   return n;
 }
 
@@ -39,17 +40,18 @@ TEST(LlamaTest, LogitsShapeAndHuggingFaceNames) {
   auto model = make_model(tiny_llama());
   const auto logits = model->logits(torch::randint(0, 256, {3, 16}, torch::kLong));
   EXPECT_EQ(logits.sizes(), (std::vector<std::int64_t>{3, 16, 256}));
-  const auto params = model->module().named_parameters();
-  EXPECT_TRUE(params.contains("model.embed_tokens.weight"));
-  EXPECT_TRUE(params.contains("model.layers.1.self_attn.q_proj.weight"));
-  EXPECT_TRUE(params.contains("model.layers.0.mlp.gate_proj.weight"));
-  EXPECT_TRUE(params.contains("model.layers.0.post_attention_layernorm.weight"));
-  EXPECT_TRUE(params.contains("model.norm.weight"));
-  EXPECT_FALSE(params.contains("lm_head.weight"));
+  std::map<std::string, torch::Tensor> params;
+  for (auto& [name, p] : model->named_parameters()) params[name] = p;
+  EXPECT_EQ(params.count("model.embed_tokens.weight"), 1u);
+  EXPECT_EQ(params.count("model.layers.1.self_attn.q_proj.weight"), 1u);
+  EXPECT_EQ(params.count("model.layers.0.mlp.gate_proj.weight"), 1u);
+  EXPECT_EQ(params.count("model.layers.0.post_attention_layernorm.weight"), 1u);
+  EXPECT_EQ(params.count("model.norm.weight"), 1u);
+  EXPECT_EQ(params.count("lm_head.weight"), 0u);
   // Grouped-query attention: 2 key/value heads of 8 for 4 query heads.
   EXPECT_EQ(params["model.layers.0.self_attn.k_proj.weight"].sizes(), (std::vector<std::int64_t>{16, 32}));
   EXPECT_EQ(params["model.layers.0.self_attn.q_proj.weight"].sizes(), (std::vector<std::int64_t>{32, 32}));
-  for (const auto& item : params) EXPECT_EQ(item.key().find("bias"), std::string::npos) << item.key();
+  for (const auto& [name, p] : params) EXPECT_EQ(name.find("bias"), std::string::npos) << name;
   EXPECT_EQ(model->layer_of("model.layers.1.mlp.up_proj.weight"), "model.layers.1");
   EXPECT_EQ(model->layer_of("model.embed_tokens.weight"), "model.embed_tokens");
   EXPECT_EQ(model->layer_of("lm_head.weight"), "lm_head");
@@ -84,7 +86,7 @@ TEST(LlamaTest, UntiedHeadHasItsOwnWeights) {
   auto tied = make_model(tiny_llama(4, true));
   torch::manual_seed(3);
   auto untied = make_model(tiny_llama(4, false));
-  EXPECT_TRUE(untied->module().named_parameters().contains("lm_head.weight"));
+  EXPECT_EQ(untied->named_parameters().back().first, "lm_head.weight");
   EXPECT_EQ(built_count(*untied) - built_count(*tied), 256 * 32);
 }
 
@@ -102,12 +104,12 @@ TEST(LlamaTest, BadShapesAreRefusedNamingTheKey) {
       {
         try {
           make_model(c);
-        } catch (const std::invalid_argument& e) {
+        } catch (const ModelError& e) {
           EXPECT_NE(std::string(e.what()).find("model.n_kv_heads (3) must divide model.n_heads (4)"), std::string::npos);
           throw;
         }
       },
-      std::invalid_argument);
+      ModelError);
 }
 
 TEST(LlamaTest, InnerLoopLearnsWithLlama) {

@@ -1,11 +1,13 @@
 // The model factory and the adapters that put each architecture behind Model.
 #include "inner/models/model.h"
 
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
 
 #include "inner/gpt.h"
 #include "inner/models/llama.h"
+#include "inner/models/torchscript_model.h"
 
 namespace diloco::inner {
 namespace {
@@ -14,14 +16,6 @@ std::int64_t count_parameters(const torch::nn::Module& m) {
   std::int64_t n = 0;
   for (const auto& p : m.parameters()) n += p.numel();
   return n;
-}
-
-// The part of a parameter name up to the layer index after `stack` (or up to
-// the first dot elsewhere): "blocks.3.attn.qkv.weight" -> "blocks.3".
-std::string layer_prefix(const std::string& name, const std::string& stack) {
-  if (name.rfind(stack + ".", 0) == 0) return name.substr(0, name.find('.', stack.size() + 1));
-  const auto dot = name.rfind('.');
-  return dot == std::string::npos ? name : name.substr(0, dot);
 }
 
 // Kind and shapes of each architecture, as a checkpoint signature begins.
@@ -40,28 +34,41 @@ std::string describe_llama(const ModelConfig& c) {
   return out.str();
 }
 
-// A libtorch module behind Model. `stack` names the module list whose
-// entries are layers ("blocks.3"); every other parameter's layer is its
-// module ("ln_final").
+// A libtorch module behind Model.
 template <class Net>
 class NetModel final : public Model {
  public:
-  NetModel(const ModelConfig& c, std::string stack, std::string (*describe)(const ModelConfig&))
-      : config_(c), net_(c), stack_(std::move(stack)), describe_(describe) {}
-  torch::nn::Module& module() override { return *net_; }
+  NetModel(const ModelConfig& c, std::string (*describe)(const ModelConfig&)) : config_(c), net_(c), describe_(describe) {}
+  std::vector<std::pair<std::string, torch::Tensor>> named_parameters() override {
+    std::vector<std::pair<std::string, torch::Tensor>> out;
+    for (auto& item : net_->named_parameters()) out.emplace_back(item.key(), item.value());
+    return out;
+  }
+  void to(const torch::Device& device) override { net_->to(device); }
+  void train(bool on) override { net_->train(on); }
   torch::Tensor logits(const torch::Tensor& tokens) override { return net_->forward(tokens); }
-  std::string layer_of(const std::string& p) const override { return layer_prefix(p, stack_); }
   std::string signature() const override { return describe_(config_) + " params=" + std::to_string(count_parameters(*net_)); }
   int vocab() const override { return config_.vocab; }
 
  private:
   ModelConfig config_;
   Net net_;
-  std::string stack_;
   std::string (*describe_)(const ModelConfig&);
 };
 
 }  // namespace
+
+std::string Model::layer_of(const std::string& name) const {
+  std::size_t start = 0;
+  for (std::size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', start)) {
+    const std::string part = name.substr(start, dot - start);
+    if (!part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return name.substr(0, dot);  // through the module list's index
+    start = dot + 1;
+  }
+  const auto last = name.rfind('.');
+  return last == std::string::npos ? name : name.substr(0, last);
+}
 
 torch::Tensor Model::loss(const torch::Tensor& inputs, const torch::Tensor& targets) {
   const auto out = logits(inputs);
@@ -70,10 +77,15 @@ torch::Tensor Model::loss(const torch::Tensor& inputs, const torch::Tensor& targ
 
 std::unique_ptr<Model> make_model(const ModelConfig& config) {
   switch (config.kind) {
-    // GPT's names: "blocks.3.attn.qkv.weight" is layer "blocks.3".
-    case ModelKind::kGpt: return std::make_unique<NetModel<Gpt>>(config, "blocks", describe_gpt);
-    // Hugging Face's: "model.layers.3.mlp.up_proj.weight" is layer "model.layers.3".
-    case ModelKind::kLlama: return std::make_unique<NetModel<Llama>>(config, "model.layers", describe_llama);
+    case ModelKind::kGpt: return std::make_unique<NetModel<Gpt>>(config, describe_gpt);
+    case ModelKind::kLlama:
+      try {
+        check_llama_config(config);
+      } catch (const std::invalid_argument& e) {
+        throw ModelError(e.what());
+      }
+      return std::make_unique<NetModel<Llama>>(config, describe_llama);
+    case ModelKind::kTorchScript: return load_torchscript_model(config);
   }
   throw std::invalid_argument("unknown model kind");
 }

@@ -7,24 +7,40 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "inner/model_config.h"
 
 namespace diloco::inner {
 
+// A model file or shape that cannot be used (missing, not TorchScript, the
+// wrong contract, shapes that do not fit); main maps it to exit code 2. The
+// message names the file or key and the problem.
+class ModelError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
 
-  // The module that holds every parameter, in the order the flat parameter
-  // buffer lays them out (registration order); also moves and mode switches.
-  virtual torch::nn::Module& module() = 0;
+  // Every parameter with its name, in the order the flat parameter buffer
+  // lays them out. The tensors are the model's own: writing them (or
+  // re-homing their storage) changes the model.
+  virtual std::vector<std::pair<std::string, torch::Tensor>> named_parameters() = 0;
+  virtual void to(const torch::Device& device) = 0;
+  virtual void train(bool on) = 0;  // dropout and the like; off for evaluation
   // tokens [B, T] int64 -> logits [B, T, vocab].
   virtual torch::Tensor logits(const torch::Tensor& tokens) = 0;
-  // The layer a parameter belongs to, by its name in module(): consecutive
-  // parameters of one layer form one unit of a streaming fragment.
-  virtual std::string layer_of(const std::string& parameter) const = 0;
+  // The layer a parameter belongs to (consecutive parameters of one layer
+  // form one unit of a streaming fragment): by default the name up to the
+  // first index of a module list ("blocks.3", "model.layers.3"), else the
+  // module that owns it ("ln_final", "model.embed_tokens", "lm_head").
+  virtual std::string layer_of(const std::string& parameter) const;
   // Kind and shapes; a checkpoint records it and refuses another model.
   virtual std::string signature() const = 0;
   // Token ids must be below this.
@@ -35,8 +51,8 @@ class Model {
 };
 
 // The model `config.kind` names, initialized from the current torch
-// generator (seed it first, identically on every rank). Throws
-// std::invalid_argument for shapes the kind cannot build.
+// generator (seed it first, identically on every rank), or loaded from
+// config.path (torchscript). Throws ModelError.
 std::unique_ptr<Model> make_model(const ModelConfig& config);
 
 }  // namespace diloco::inner

@@ -27,8 +27,8 @@ std::string first_few(const std::vector<std::string>& items, std::size_t shown =
 
 std::vector<ParameterShape> parameter_layout(Model& model) {
   std::vector<ParameterShape> out;
-  for (const auto& item : model.module().named_parameters())
-    out.push_back({item.key(), std::vector<std::int64_t>(item.value().sizes().begin(), item.value().sizes().end())});
+  for (const auto& [name, p] : model.named_parameters())
+    out.push_back({name, std::vector<std::int64_t>(p.sizes().begin(), p.sizes().end())});
   return out;
 }
 
@@ -60,10 +60,9 @@ void load_weights(Model& model, const SafetensorsFile& file) {
   for (const auto& p : layout) values.push_back(file.to_floats(p.name));
   torch::NoGradGuard no_grad;
   std::size_t i = 0;
-  for (auto& item : model.module().named_parameters()) {
+  for (auto& [name, p] : model.named_parameters()) {
     auto& v = values[i++];
-    auto source = torch::from_blob(v.data(), item.value().sizes(), torch::kFloat);
-    item.value().copy_(source);
+    p.copy_(torch::from_blob(v.data(), p.sizes(), torch::kFloat));
   }
 }
 
