@@ -4,9 +4,11 @@
 // blocks so drift in the machine's speed hits both alike; the table gives
 // each one's median step time and the ratio.
 //
-//   bench_inner [--device cpu|cuda] [--d-model N] [--layers N] [--heads N]
+//   bench_inner [--device cpu|cuda] [--model gpt|llama|torchscript] [--path FILE]
+//               [--d-model N] [--layers N] [--heads N] [--kv-heads N]
 //               [--seq-len N] [--batch N] [--steps N] [--blocks N] [--threads N]
 //               [--precision fp32|bf16] [--only diloco|raw]
+// --path: the TorchScript file (scripts/export_model.py) for --model torchscript.
 // --only runs one side (for peak memory, read from getrusage at the end).
 #include <sys/resource.h>
 
@@ -21,7 +23,7 @@
 #include <torch/torch.h>
 
 #include "inner/autocast.h"
-#include "inner/gpt.h"
+#include "inner/models/model.h"
 #include "inner/inner_loop.h"
 
 using namespace diloco::inner;
@@ -30,7 +32,9 @@ namespace {
 
 struct Options {
   std::string device = "cpu";
-  int d_model = 128, layers = 2, heads = 4, seq_len = 64, batch = 16;
+  std::string model = "gpt";
+  std::string path;
+  int d_model = 128, layers = 2, heads = 4, kv_heads = 0, seq_len = 64, batch = 16;
   int steps = 20, blocks = 5, threads = 1;
   std::string precision = "fp32";
   std::string only;
@@ -54,6 +58,9 @@ Options parse(int argc, char** argv) {
       return static_cast<int>(n);
     };
     if (flag == "--device") o.device = v;
+    else if (flag == "--model") o.model = v;
+    else if (flag == "--path") o.path = v;
+    else if (flag == "--kv-heads") o.kv_heads = number();
     else if (flag == "--d-model") o.d_model = number();
     else if (flag == "--layers") o.layers = number();
     else if (flag == "--heads") o.heads = number();
@@ -70,6 +77,8 @@ Options parse(int argc, char** argv) {
   if (o.precision != "fp32" && o.precision != "bf16") usage("--precision must be fp32 or bf16");
   if (!o.only.empty() && o.only != "diloco" && o.only != "raw") usage("--only must be diloco or raw");
   if (o.d_model % o.heads) usage("--heads must divide --d-model");
+  if (o.model != "gpt" && o.model != "llama" && o.model != "torchscript") usage("--model must be gpt, llama or torchscript");
+  if ((o.model == "torchscript") != !o.path.empty()) usage("--path goes with --model torchscript, and only with it");
   return o;
 }
 
@@ -90,15 +99,16 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// The hand-written loop: the same GPT and AdamW, clipping, random batches.
+// The hand-written loop: the same model and AdamW, clipping, random batches.
 struct RawLoop {
   RawLoop(const ModelConfig& config, const InnerOptimConfig& optim, torch::Device device, int batch, bool bf16)
       : device(device), batch(batch), seq_len(config.seq_len), bf16(bf16) {
     torch::manual_seed(1);
-    model = Gpt(config);
+    model = make_model(config);
     model->to(device);
+    for (auto& named : model->named_parameters()) params.push_back(named.second);
     optimizer = std::make_unique<torch::optim::AdamW>(
-        model->parameters(), torch::optim::AdamWOptions(optim.lr).betas({optim.beta1, optim.beta2}).weight_decay(optim.weight_decay));
+        params, torch::optim::AdamWOptions(optim.lr).betas({optim.beta1, optim.beta2}).weight_decay(optim.weight_decay));
   }
   void step() {
     auto tokens = torch::randint(0, 256, {batch, seq_len + 1}, torch::TensorOptions().dtype(torch::kLong).device(device));
@@ -109,7 +119,7 @@ struct RawLoop {
       loss = model->loss(tokens.slice(1, 0, seq_len), tokens.slice(1, 1, seq_len + 1));
     }
     loss.backward();
-    torch::nn::utils::clip_grad_norm_(model->parameters(), 1.0);
+    torch::nn::utils::clip_grad_norm_(params, 1.0);
     optimizer->step();
     last_loss = loss.item<double>();
   }
@@ -117,7 +127,8 @@ struct RawLoop {
   int batch;
   int seq_len;
   bool bf16;
-  Gpt model{nullptr};
+  std::unique_ptr<Model> model;
+  std::vector<torch::Tensor> params;
   std::unique_ptr<torch::optim::AdamW> optimizer;
   double last_loss = 0.0;
 };
@@ -133,6 +144,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   ModelConfig model;
+  model.kind = o.model == "llama" ? ModelKind::kLlama : o.model == "torchscript" ? ModelKind::kTorchScript : ModelKind::kGpt;
+  model.path = o.path;
+  model.n_kv_heads = o.kv_heads;
   model.d_model = o.d_model;
   model.n_layers = o.layers;
   model.n_heads = o.heads;
@@ -182,13 +196,14 @@ int main(int argc, char** argv) {
   std::int64_t params = 0;
   if (loop) params = static_cast<std::int64_t>(loop->num_params());
   else
-    for (auto& p : raw->model->parameters()) params += p.numel();
+    for (auto& p : raw->params) params += p.numel();
   const double tokens = static_cast<double>(o.batch) * o.seq_len;
-  std::printf("| loop | device | precision | params | ms/step (median of %d blocks of %d) | tokens/s |\n", o.blocks, o.steps);
-  std::printf("|---|---|---|---:|---:|---:|\n");
+  std::printf("| loop | model | device | precision | params | ms/step (median of %d blocks of %d) | tokens/s |\n",
+              o.blocks, o.steps);
+  std::printf("|---|---|---|---|---:|---:|---:|\n");
   auto row = [&](const char* name, const std::vector<double>& s) {
-    std::printf("| %s | %s | %s | %.2fM | %.2f | %.0f |\n", name, o.device.c_str(), o.precision.c_str(),
-                static_cast<double>(params) / 1e6, 1e3 * median(s), tokens / median(s));
+    std::printf("| %s | %s | %s | %s | %.2fM | %.2f | %.0f |\n", name, o.model.c_str(), o.device.c_str(),
+                o.precision.c_str(), static_cast<double>(params) / 1e6, 1e3 * median(s), tokens / median(s));
   };
   if (loop) row("diloco InnerLoop", diloco_s);
   if (raw) row("raw libtorch", raw_s);
