@@ -1,0 +1,34 @@
+// What `diloco train` prints: the start-up banner, one line per round, the
+// closing summary table.
+#pragma once
+
+#include <string>
+
+#include "app/recipe.h"
+#include "comm/topology.h"
+#include "inner/corpus.h"
+#include "inner/inner_loop.h"
+#include "outer/trainer.h"
+
+namespace diloco::app {
+
+std::string human_bytes(double bytes);
+std::string round_line(const outer::RoundMetrics& m, int rounds);
+// Peak resident memory of this process so far, in bytes.
+double peak_rss_bytes();
+void print_summary(const outer::RunSummary& s, int sites, int ranks, double peak_rss);
+
+// The run's set-up as rank 0 prints it before training: sites, model, data,
+// device, launch and the effective recipe.
+struct Banner {
+  const Recipe& recipe;
+  const comm::Topology& topology;
+  const comm::LaunchInfo& launch;
+  const inner::Corpus& corpus;
+  std::size_t params;
+  const inner::DeviceConfig& device;
+  const char* intra_site;
+};
+void print_banner(const Banner& b);
+
+}  // namespace diloco::app
