@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include "fixtures.h"
 #include "inner/inner_loop.h"
 #include "inner/models/model.h"
+#include "inner/models/safetensors.h"
 
 using namespace diloco::inner;
 using namespace diloco::inner::testing;
@@ -128,4 +130,43 @@ TEST(LlamaTest, InnerLoopLearnsWithLlama) {
   EXPECT_NEAR(before, std::log(256.0), 0.1);
   loop.run(60);
   EXPECT_LT(loop.eval_loss(32), before - 1.5);
+}
+
+// Weights out and back in: a safetensors file written from one loop's
+// parameters makes another loop (another seed) hold the very same bits.
+TEST(LlamaTest, SafetensorsRoundTripIsBitIdentical) {
+  auto corpus = small_corpus();
+  SoloGroup group;
+  DataConfig data;
+  InnerLoop a(tiny_llama(), fast(), data, corpus, {}, group, 11, 10);
+  a.run(3);
+  std::vector<NamedTensor> tensors;
+  std::size_t offset = 0;
+  const auto params = a.params();
+  for (const auto& [name, shape] : a.parameter_shapes()) {
+    std::size_t count = 1;
+    for (auto d : shape) count *= static_cast<std::size_t>(d);
+    tensors.push_back({name, shape, params.subspan(offset, count)});
+    offset += count;
+  }
+  const std::string path = ::testing::TempDir() + "/llama_roundtrip.safetensors";
+  write_safetensors(path, tensors, {{"format", "pt"}});
+  InnerLoop b(tiny_llama(), fast(), data, corpus, {}, group, 12, 10);
+  ASSERT_NE(std::memcmp(a.params().data(), b.params().data(), params.size_bytes()), 0);
+  b.load_weights(path);
+  EXPECT_EQ(std::memcmp(a.params().data(), b.params().data(), params.size_bytes()), 0);
+  // A file for another shape changes nothing and names what does not fit.
+  auto wide = tiny_llama();
+  wide.d_model = 64;
+  InnerLoop c(wide, fast(), data, corpus, {}, group, 13, 10);
+  const std::vector<float> before(c.params().begin(), c.params().end());
+  try {
+    c.load_weights(path);
+    ADD_FAILURE() << "no error";
+  } catch (const WeightsError& e) {
+    EXPECT_NE(std::string(e.what()).find("shapes differ: model.embed_tokens.weight (file [256, 32], model [256, 64])"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(std::memcmp(before.data(), c.params().data(), before.size() * sizeof(float)), 0);
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 
@@ -141,6 +142,17 @@ TEST(TrainerTest, LlamaReplicasStayBitIdentical) {
   RunSetup s;
   s.model.kind = inner::ModelKind::kLlama;
   s.model.n_kv_heads = 1;  // grouped-query attention
+  expect_identical_replicas(s);
+}
+
+// A module scripted in Python (run_torchscript_trainer.sh exports it and
+// names it in DILOCO_TS_LLAMA).
+TEST(TrainerTest, TorchScriptReplicasStayBitIdentical) {
+  const char* path = std::getenv("DILOCO_TS_LLAMA");
+  if (!path) GTEST_SKIP() << "DILOCO_TS_LLAMA not set (run through tests/mpi/run_torchscript_trainer.sh)";
+  RunSetup s;
+  s.model.kind = inner::ModelKind::kTorchScript;
+  s.model.path = path;
   expect_identical_replicas(s);
 }
 
