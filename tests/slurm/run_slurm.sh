@@ -41,7 +41,10 @@ SlurmctldHost=$host
 SlurmctldPort=$port
 SlurmdPort=$((port + 1))
 AuthType=auth/munge
-AuthInfo=socket=$T/munge.sock
+# cred_expire is also how long a requeued job waits before it may start
+# again (default 120 s, which with scheduling came within seconds of the
+# 180 s the requeue check allows): 20 s keeps the check far from its deadline.
+AuthInfo=socket=$T/munge.sock,cred_expire=20
 CryptoType=crypto/munge
 SlurmUser=root
 SlurmdUser=root
