@@ -3,6 +3,7 @@
 #include <cstddef>
 
 #include "codec_util.h"
+#include "diloco/compression/half.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -123,3 +124,9 @@ void halves_to_floats(const std::uint16_t* in, float* out, std::size_t n) {
 }
 
 }  // namespace diloco::compression::detail
+
+namespace diloco::compression {
+
+void halves_to_floats(const std::uint16_t* in, float* out, std::size_t n) { detail::halves_to_floats(in, out, n); }
+
+}  // namespace diloco::compression

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <map>
 
 #include "fixtures.h"
@@ -169,4 +170,22 @@ TEST(LlamaTest, SafetensorsRoundTripIsBitIdentical) {
         << e.what();
   }
   EXPECT_EQ(std::memcmp(before.data(), c.params().data(), before.size() * sizeof(float)), 0);
+}
+
+// F16 and BF16 tensors convert exactly (as Hugging Face files often hold them).
+TEST(SafetensorsTest, HalfWidthTensorsConvertExactly) {
+  const std::string json = R"({"h":{"dtype":"F16","shape":[3],"data_offsets":[0,6]},)"
+                           R"("b":{"dtype":"BF16","shape":[2],"data_offsets":[6,10]}})";
+  const std::uint16_t data[] = {0x3C00, 0xC000, 0x0001, 0x3F80, 0xC040};  // 1, -2, 2^-24 | 1, -3
+  const std::uint64_t len = json.size();
+  const std::string path = ::testing::TempDir() + "/half.safetensors";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(&len), 8);
+    out << json;
+    out.write(reinterpret_cast<const char*>(data), sizeof(data));
+  }
+  const SafetensorsFile file(path);
+  EXPECT_EQ(file.to_floats("h"), (std::vector<float>{1.0f, -2.0f, std::ldexp(1.0f, -24)}));
+  EXPECT_EQ(file.to_floats("b"), (std::vector<float>{1.0f, -3.0f}));
 }

@@ -14,6 +14,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "diloco/compression/half.h"
+
 namespace diloco::inner {
 namespace {
 
@@ -23,30 +25,6 @@ std::size_t dtype_bytes(const std::string& dtype) {
   if (dtype == "F16" || dtype == "BF16" || dtype == "I16" || dtype == "U16") return 2;
   if (dtype == "I8" || dtype == "U8" || dtype == "BOOL" || dtype == "F8_E4M3" || dtype == "F8_E5M2") return 1;
   return 0;
-}
-
-float half_to_float(std::uint16_t h) {
-  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-  std::uint32_t exponent = (h >> 10) & 0x1Fu;
-  std::uint32_t mantissa = h & 0x3FFu;
-  std::uint32_t bits;
-  if (exponent == 0x1F) {
-    bits = sign | 0x7F800000u | (mantissa << 13);
-  } else if (exponent != 0) {
-    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
-  } else if (mantissa == 0) {
-    bits = sign;
-  } else {  // subnormal: normalize
-    exponent = 113;
-    while ((mantissa & 0x400u) == 0) {
-      mantissa <<= 1;
-      --exponent;
-    }
-    bits = sign | (exponent << 23) | ((mantissa & 0x3FFu) << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
 }
 
 }  // namespace
@@ -153,14 +131,15 @@ std::vector<float> SafetensorsFile::to_floats(const std::string& name) const {
     out.resize(t.data.size() / 4);
     std::memcpy(out.data(), t.data.data(), t.data.size());
   } else if (t.dtype == "F16" || t.dtype == "BF16") {
-    out.resize(t.data.size() / 2);
-    for (std::size_t i = 0; i < out.size(); ++i) {
-      std::uint16_t h;
-      std::memcpy(&h, t.data.data() + 2 * i, 2);
-      if (t.dtype == "F16") {
-        out[i] = half_to_float(h);
-      } else {
-        const std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;
+    // The data may sit at any offset: copy the 16-bit words out first.
+    std::vector<std::uint16_t> halves(t.data.size() / 2);
+    std::memcpy(halves.data(), t.data.data(), t.data.size());
+    out.resize(halves.size());
+    if (t.dtype == "F16") {
+      compression::halves_to_floats(halves.data(), out.data(), halves.size());
+    } else {
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        const std::uint32_t bits = static_cast<std::uint32_t>(halves[i]) << 16;
         std::memcpy(&out[i], &bits, 4);
       }
     }
