@@ -11,10 +11,12 @@
 // --path: the TorchScript file (scripts/export_model.py) for --model torchscript.
 // --only runs one side (for peak memory, read from getrusage at the end).
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -24,6 +26,8 @@
 
 #include "inner/autocast.h"
 #include "inner/models/model.h"
+#include "inner/data/memory_tokens.h"
+#include "inner/data/token_shards.h"
 #include "inner/inner_loop.h"
 
 using namespace diloco::inner;
@@ -82,16 +86,16 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-Corpus synthetic_corpus(std::size_t bytes) {
-  std::vector<std::uint8_t> text(bytes);
+Dataset synthetic_corpus(std::size_t bytes) {
+  std::string text(bytes, ' ');
   std::uint64_t x = 88172645463325252ull;
   for (auto& b : text) {  // xorshift: printable bytes, no file needed
     x ^= x << 13;
     x ^= x >> 7;
     x ^= x << 17;
-    b = static_cast<std::uint8_t>(32 + x % 95);
+    b = static_cast<char>(32 + x % 95);
   }
-  return Corpus::from_bytes(std::move(text), 0.05, 1024);
+  return bytes_dataset("synthetic", text, 0.05);
 }
 
 double median(std::vector<double> v) {
@@ -132,6 +136,39 @@ struct RawLoop {
   std::unique_ptr<torch::optim::AdamW> optimizer;
   double last_loss = 0.0;
 };
+
+// The data loader alone at the same batch shape: the BatchSampler over a
+// memory-mapped llm.c shard (8 Mi ids, warm page cache), ids checked, as the
+// inner loop draws them. Returns tokens/s counted as the steps count them.
+double loader_tokens_per_s(const Options& o) {
+  const std::string path = "/tmp/bench_inner_loader_" + std::to_string(::getpid()) + ".bin";
+  std::vector<std::uint32_t> ids(std::size_t{8} << 20);
+  std::uint64_t x = 88172645463325252ull;
+  for (auto& id : ids) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    id = static_cast<std::uint32_t>(x % 4096);
+  }
+  write_token_shard(path, ids);
+  DataConfig c;
+  c.format = DataFormat::kTokens;
+  c.paths = {path};
+  c.batch_size = o.batch;
+  const Dataset d = open_dataset(c, 4096, static_cast<std::uint64_t>(o.seq_len) + 2);
+  std::remove(path.c_str());  // the mapping keeps the pages until the Dataset goes
+  BatchSampler sampler(d, c, {}, o.seq_len, 4096, 1);
+  std::vector<std::int64_t> batch;
+  for (int i = 0; i < 100; ++i) sampler.train_batch(i, batch);
+  std::vector<double> per_batch;
+  for (int block = 0; block < 5; ++block) {
+    const int n = 2000;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) sampler.train_batch(block * n + i, batch);
+    per_batch.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / n);
+  }
+  return static_cast<double>(o.batch) * o.seq_len / median(per_batch);
+}
 
 }  // namespace
 
@@ -207,7 +244,11 @@ int main(int argc, char** argv) {
   };
   if (loop) row("diloco InnerLoop", diloco_s);
   if (raw) row("raw libtorch", raw_s);
+  const double loader = loader_tokens_per_s(o);
+  std::printf("| loader: BatchSampler over an mmap'd llm.c shard | - | cpu | - | - | %.4f | %.0f |\n",
+              1e3 * tokens / loader, loader);
   if (loop && raw) std::printf("\ndiloco / raw step time: %.3f\n", median(diloco_s) / median(raw_s));
+  if (loop) std::printf("loader / InnerLoop tokens/s: %.0fx\n", loader * median(diloco_s) / tokens);
   std::printf("peak RSS: %.1f MB\n", static_cast<double>(usage.ru_maxrss) / 1024.0);
   return 0;
 }

@@ -1,4 +1,4 @@
-// The diloco executable: `train`, `check`, `--version`. Maps typed errors to
+// The diloco executable and its subcommands (train, check, tokenize, ...). Maps typed errors to
 // exit codes: 2 bad input, 3 communication failure, 1 internal.
 #include <cstdlib>
 #include <iostream>
@@ -14,11 +14,12 @@
 #include "app/plan_command.h"
 #include "app/probe_command.h"
 #include "app/recipe.h"
+#include "app/tokenize_command.h"
 #include "app/train_command.h"
 #include "app/weights.h"
 #include "comm/intra_site.h"
 #include "inner/inner_loop.h"
-#include "inner/corpus.h"
+#include "inner/data/dataset.h"
 #include "inner/models/model.h"
 
 namespace {
@@ -34,6 +35,8 @@ const char* kUsage =
     "  check RECIPE [--set section.key=value]...               validate, print the effective recipe\n"
     "  inspect CHECKPOINT                                      verify a checkpoint, print what it holds\n"
     "  export CHECKPOINT --format safetensors --out FILE       write a checkpoint's global params as safetensors\n"
+    "  tokenize INPUT... --out DIR (--tokenizer M | --train-vocab N)\n"
+    "                                                          text to llm.c token shards with SentencePiece\n"
     "  probe RECIPE [--set ...] [--out DIR]                    measure links between sites (under mpirun)\n"
     "  plan RECIPE [--set ...] [--links FILE] [--step-s S]     what-if table of H and codecs (no MPI)\n"
     "  devices                                                 CUDA devices and backends this build can use\n"
@@ -132,6 +135,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (command == "export") return diloco::app::run_export(argc, argv);
+  if (command == "tokenize") return diloco::app::run_tokenize(argc, argv);
   if (command == "inspect") {
     if (argc != 3 || std::string(argv[2]).rfind("-", 0) == 0) {
       if (argc == 3 && (std::string(argv[2]) == "--help" || std::string(argv[2]) == "-h")) {
@@ -196,11 +200,11 @@ int main(int argc, char** argv) {
               << params << " parameters (" << params / 1e6 << "M)\n";
     // What train would refuse about the data, before a job is queued.
     try {
-      const auto corpus = diloco::app::load_corpus(recipe);
-      std::cerr << "data: " << corpus.files() << " files, " << corpus.train().size() + corpus.eval().size()
-                << " bytes (" << corpus.eval().size() << " held out)\n";
+      const auto data = diloco::app::load_dataset(recipe, /*full_scan=*/true);
+      std::cerr << "data: " << data.description() << ", " << data.train().size() + data.eval().size() << " tokens ("
+                << data.eval().size() << " held out), every id below model.vocab = " << recipe.model.vocab << "\n";
     } catch (const diloco::inner::DataError& e) {
-      return input_error(std::string("data.paths: ") + e.what());
+      return input_error(std::string("data: ") + e.what());
     }
     std::cout << diloco::app::to_toml(recipe);
     return 0;

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "diloco/compression/codec.h"
+#include "app/train_command.h"
 #include "inner/inner_loop.h"
 
 namespace diloco::app {
@@ -88,8 +89,8 @@ int run_plan(const Recipe& recipe, const PlanOptions& options) {
     links = options.links_file.empty() ? links_from_recipe(recipe) : links_from_json(options.links_file, n);
     inner::set_compute_threads(recipe.run.threads);
     inner::SoloGroup solo;
-    const auto corpus = inner::Corpus::load(recipe.data.paths, recipe.data.eval_fraction, recipe.model.seq_len + 2);
-    inner::InnerLoop loop(recipe.model, recipe.inner, recipe.data, corpus, {}, solo,
+    const auto data = load_dataset(recipe);
+    inner::InnerLoop loop(recipe.model, recipe.inner, recipe.data, data, {}, solo,
                           static_cast<std::uint64_t>(recipe.run.seed), 1000);
     params = loop.num_params();
     if (options.step_s) {
@@ -107,7 +108,7 @@ int run_plan(const Recipe& recipe, const PlanOptions& options) {
     std::cerr << "diloco: error: " << e.what() << std::endl;
     return 2;
   } catch (const inner::DataError& e) {
-    std::cerr << "diloco: error: data.paths: " << e.what() << std::endl;
+    std::cerr << "diloco: error: data: " << e.what() << std::endl;
     return 2;
   }
 

@@ -170,10 +170,19 @@ Recipe validate(const toml::table& root, const std::string& source, const std::s
       throw RecipeError(locate("model", r.model.n_kv_heads > 0 ? "n_kv_heads" : "n_heads") + ": " + e.what());
     }
   }
-  // The data are bytes: every byte must be a token the model knows.
-  if (r.model.vocab < 256)
+  // Data keys a format has no use for are refused when set, not ignored.
+  const auto format = r.data.format;
+  if (format != inner::DataFormat::kTokens && r.data.token_dtype != inner::TokenDtype::kAuto)
+    throw RecipeError(locate("data", "token_dtype") + ": data.token_dtype applies to data.format = \"tokens\" only");
+  if (format != inner::DataFormat::kText && !r.data.tokenizer.empty())
+    throw RecipeError(locate("data", "tokenizer") + ": data.tokenizer applies to data.format = \"text\" only");
+  if (format == inner::DataFormat::kText && r.data.tokenizer.empty())
+    throw RecipeError(locate("data", "format") + ": data.format = \"text\" needs data.tokenizer (a SentencePiece model)");
+  // Bytes: every byte must be a token the model knows. (Other formats have
+  // their ids checked against model.vocab when the data are opened.)
+  if (format == inner::DataFormat::kBytes && r.model.vocab < 256)
     throw RecipeError(locate("model", "vocab") + ": model.vocab (" + std::to_string(r.model.vocab) +
-                      ") must be at least 256: the data are bytes");
+                      ") must be at least 256: the data are bytes (data.format = \"bytes\")");
   return r;
 }
 

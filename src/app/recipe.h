@@ -12,7 +12,7 @@
 
 #include "comm/intra_site.h"
 #include "comm/link_emulator.h"
-#include "inner/corpus.h"
+#include "inner/data/dataset.h"
 #include "inner/inner_loop.h"
 #include "inner/model_config.h"
 #include "outer/outer_optimizer.h"

@@ -88,23 +88,25 @@ Key link_changes_key() {
   return k;
 }
 
-Key paths_key() {
-  Key k{"data", "paths", {}, {}};
-  k.read = [](const toml::node& node, Recipe& r) -> std::string {
+// data.paths (at least one entry) or data.eval_paths (may be empty: no held-out files).
+Key paths_key(const char* name, std::vector<std::string> inner::DataConfig::*field, bool empty_ok) {
+  Key k{"data", name, {}, {}};
+  k.read = [=](const toml::node& node, Recipe& r) -> std::string {
     const toml::array* arr = node.as_array();
     if (!arr) return "must be an array of strings (got " + describe(node) + ")";
-    if (arr->empty()) return "must name at least one file or folder";
+    if (arr->empty() && !empty_ok) return "must name at least one file or folder";
     std::vector<std::string> paths;
     for (const auto& item : *arr) {
       if (!item.is_string()) return "must be an array of strings (holds " + describe(item) + ")";
       paths.push_back(*item.value<std::string>());
     }
-    r.data.paths = paths;
+    r.data.*field = paths;
     return {};
   };
-  k.write = [](const Recipe& r) {
+  k.write = [=](const Recipe& r) {
+    const auto& paths = r.data.*field;
     std::string out = "[";
-    for (std::size_t i = 0; i < r.data.paths.size(); ++i) out += (i ? ", " : "") + string_text(r.data.paths[i]);
+    for (std::size_t i = 0; i < paths.size(); ++i) out += (i ? ", " : "") + string_text(paths[i]);
     return out + "]";
   };
   return k;
@@ -155,7 +157,17 @@ const std::vector<Key>& keys() {
     k.push_back(integer_key("model", "ffn_hidden", &R::model, &inner::ModelConfig::ffn_hidden, 0, 1 << 20));
     k.push_back(bool_key("model", "tie_embeddings", &R::model, &inner::ModelConfig::tie_embeddings));
 
-    k.push_back(paths_key());
+    k.push_back(enum_key("data", "format", &R::data, &inner::DataConfig::format,
+                         std::vector<std::pair<std::string, inner::DataFormat>>{{"bytes", inner::DataFormat::kBytes},
+                                                                                {"tokens", inner::DataFormat::kTokens},
+                                                                                {"text", inner::DataFormat::kText}}));
+    k.push_back(paths_key("paths", &inner::DataConfig::paths, false));
+    k.push_back(paths_key("eval_paths", &inner::DataConfig::eval_paths, true));
+    k.push_back(enum_key("data", "token_dtype", &R::data, &inner::DataConfig::token_dtype,
+                         std::vector<std::pair<std::string, inner::TokenDtype>>{{"auto", inner::TokenDtype::kAuto},
+                                                                                {"uint16", inner::TokenDtype::kUint16},
+                                                                                {"uint32", inner::TokenDtype::kUint32}}));
+    k.push_back(string_key("data", "tokenizer", &R::data, &inner::DataConfig::tokenizer, {}, true));
     k.push_back(number_key("data", "eval_fraction", &R::data, &inner::DataConfig::eval_fraction,
                            [](double v) { return v > 0.0 && v <= 0.5; }, "in (0, 0.5]"));
     k.push_back(enum_key("data", "sharding", &R::data, &inner::DataConfig::sharding,

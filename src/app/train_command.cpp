@@ -92,7 +92,7 @@ class TrainSession {
       step("", [&] { check_threads(); });
       inner::set_compute_threads(recipe_.run.threads);
       step("run.out_dir: ", [&] { open_output(); });
-      step("data.paths: ", [&] { corpus_ = load_corpus(recipe_); });
+      step("data: ", [&] { dataset_.emplace(load_dataset(recipe_)); });
       step("", [&] { cut_sites(); });
       step("", [&] { choose_device(); });
       step("data: ", [&] { build_inner_loop(); });
@@ -105,7 +105,7 @@ class TrainSession {
       return 2;
     }
     if (root_)
-      print_banner({recipe_, comms_.topology, launch_, *corpus_, inner_loop_->num_params(), device_,
+      print_banner({recipe_, comms_.topology, launch_, *dataset_, inner_loop_->num_params(), device_,
                     comm::to_string(intra_site_)});
     install_stop_handlers();
     const auto summary = trainer_->run(hooks());
@@ -198,7 +198,7 @@ class TrainSession {
     const auto& topo = comms_.topology;
     const inner::ShardSpec shard{topo.site, topo.num_sites, topo.site_rank, topo.site_size};
     const std::int64_t total_steps = static_cast<std::int64_t>(recipe_.outer.rounds) * recipe_.sync.H;
-    inner_loop_ = std::make_unique<inner::InnerLoop>(recipe_.model, recipe_.inner, recipe_.data, *corpus_, shard,
+    inner_loop_ = std::make_unique<inner::InnerLoop>(recipe_.model, recipe_.inner, recipe_.data, *dataset_, shard,
                                                      *group_, static_cast<std::uint64_t>(recipe_.run.seed),
                                                      total_steps, device_);
     if (recipe_.debug.slow_site == topo.site) inner_loop_->set_slowdown(recipe_.debug.slow_factor);
@@ -300,7 +300,7 @@ class TrainSession {
   std::unique_ptr<comm::MpiCommunicator> world_;
   // Declared before everything that waits on other ranks, so it outlives them.
   comm::Watchdog watchdog_;
-  std::optional<inner::Corpus> corpus_;
+  std::optional<inner::Dataset> dataset_;
   std::shared_ptr<comm::LinkEmulator> links_;
   comm::SiteComms comms_;
   comm::LaunchInfo launch_;
@@ -316,10 +316,10 @@ class TrainSession {
 
 }  // namespace
 
-inner::Corpus load_corpus(const Recipe& recipe) {
-  // A window is seq_len + 1 tokens; the corpus must hold at least one more.
-  const std::size_t min_bytes = static_cast<std::size_t>(recipe.model.seq_len) + 2;
-  return inner::Corpus::load(recipe.data.paths, recipe.data.eval_fraction, min_bytes);
+inner::Dataset load_dataset(const Recipe& recipe, bool full_scan) {
+  // A window is seq_len + 1 tokens; each stream must hold at least one more.
+  const auto min_tokens = static_cast<std::uint64_t>(recipe.model.seq_len) + 2;
+  return inner::open_dataset(recipe.data, recipe.model.vocab, min_tokens, full_scan);
 }
 
 int run_train(const Recipe& recipe, const std::string& resume, int* argc, char*** argv) {
@@ -331,6 +331,11 @@ int run_train(const Recipe& recipe, const std::string& resume, int* argc, char**
     // Raised on every rank alike (the outcome is agreed), so no abort is needed.
     if (mpi.world_rank() == 0) std::cerr << "diloco: error: checkpoint: " << e.what() << std::endl;
     return 2;
+  } catch (const inner::DataError& e) {
+    // Met by one rank during training (an id out of range in a batch the
+    // start-up sample did not cover): its peers are mid-step, so abort.
+    std::cerr << "diloco: rank " << mpi.world_rank() << ": error: data: " << e.what() << std::endl;
+    comm::MpiSession::abort(2);
   } catch (const comm::CommError& e) {
     std::cerr << "diloco: communication error: " << e.what() << std::endl;
     comm::MpiSession::abort(3);

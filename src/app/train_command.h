@@ -4,7 +4,7 @@
 #include <string>
 
 #include "app/recipe.h"
-#include "inner/corpus.h"
+#include "inner/data/dataset.h"
 
 namespace diloco::app {
 
@@ -15,9 +15,10 @@ namespace diloco::app {
 // older ones) or a checkpoint folder.
 int run_train(const Recipe& recipe, const std::string& resume, int* argc, char*** argv);
 
-// The recipe's corpus, as train reads it; throws inner::DataError naming the
-// path when it is missing, unreadable or holds no usable text. `diloco check`
-// calls it so a user learns of bad data before queueing a job.
-inner::Corpus load_corpus(const Recipe& recipe);
+// The recipe's data, as train opens it (ids checked against model.vocab on a
+// sample; every id when `full_scan`); throws inner::DataError naming the file
+// (and offset) at fault. `diloco check` calls it with a full scan so a user
+// learns of bad data before queueing a job.
+inner::Dataset load_dataset(const Recipe& recipe, bool full_scan = false);
 
 }  // namespace diloco::app

@@ -8,16 +8,30 @@
 
 namespace diloco::app {
 
-std::string human_bytes(double bytes) {
-  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+namespace {
+
+// 1234567 with units {"", "K", "M", ...} and separator " " -> "1.23 M".
+std::string scaled(double value, const char* const (&units)[5], const char* separator) {
   int u = 0;
-  while (bytes >= 1000.0 && u < 4) {
-    bytes /= 1000.0;
+  while (value >= 1000.0 && u < 4) {
+    value /= 1000.0;
     ++u;
   }
   char buf[32];
-  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.2f %s", bytes, units[u]);
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f%s%s" : "%.2f%s%s", value, separator, units[u]);
   return buf;
+}
+
+}  // namespace
+
+std::string human_bytes(double bytes) {
+  static const char* const kUnits[5] = {"B", "KB", "MB", "GB", "TB"};
+  return scaled(bytes, kUnits, " ");
+}
+
+std::string human_count(double count) {
+  static const char* const kUnits[5] = {"", "K", "M", "G", "T"};
+  return scaled(count, kUnits, "");
 }
 
 std::string round_line(const outer::RoundMetrics& m, int rounds) {
@@ -53,11 +67,11 @@ void print_banner(const Banner& b) {
   const auto& topo = b.topology;
   std::ostringstream sizes;
   for (std::size_t s = 0; s < topo.site_sizes.size(); ++s) sizes << (s ? "+" : "") << topo.site_sizes[s];
-  std::printf("diloco %s: %s | %d ranks in %d sites (%s) | %.2fM params | corpus %s from %zu files (held out %s)\n",
+  std::printf("diloco %s: %s | %d ranks in %d sites (%s) | %.2fM params | data: %s, %s tokens (held out %s)\n",
               DILOCO_VERSION, b.recipe.run.name.c_str(), topo.world_size, topo.num_sites, sizes.str().c_str(),
               static_cast<double>(b.params) / 1e6,
-              human_bytes(static_cast<double>(b.corpus.train().size() + b.corpus.eval().size())).c_str(),
-              b.corpus.files(), human_bytes(static_cast<double>(b.corpus.eval().size())).c_str());
+              b.data.description().c_str(), human_count(static_cast<double>(b.data.train().size() + b.data.eval().size())).c_str(),
+              human_count(static_cast<double>(b.data.eval().size())).c_str());
   std::printf("device %s%s%s | gradients inside sites over %s | outer state in host memory\n",
               b.device.cuda ? "cuda:" : "cpu", b.device.cuda ? std::to_string(b.device.index).c_str() : "",
               b.device.precision == inner::Precision::kBf16 ? " (bf16 autocast, fp32 master weights)" : " (fp32)",

@@ -6,13 +6,15 @@
 
 #include "app/recipe.h"
 #include "comm/topology.h"
-#include "inner/corpus.h"
+#include "inner/data/dataset.h"
 #include "inner/inner_loop.h"
 #include "outer/trainer.h"
 
 namespace diloco::app {
 
 std::string human_bytes(double bytes);
+// 2450000 -> "2.45M".
+std::string human_count(double count);
 std::string round_line(const outer::RoundMetrics& m, int rounds);
 // Peak resident memory of this process so far, in bytes.
 double peak_rss_bytes();
@@ -24,7 +26,7 @@ struct Banner {
   const Recipe& recipe;
   const comm::Topology& topology;
   const comm::LaunchInfo& launch;
-  const inner::Corpus& corpus;
+  const inner::Dataset& data;
   std::size_t params;
   const inner::DeviceConfig& device;
   const char* intra_site;

@@ -35,13 +35,13 @@ int cuda_device_count() { return static_cast<int>(torch::cuda::device_count()); 
 
 struct InnerLoop::Impl {
   Impl(const ModelConfig& model_config, const InnerOptimConfig& optim_config, const DataConfig& data,
-       const Corpus& corpus, ShardSpec shard, ReplicaGroup& g, std::uint64_t seed,
+       const Dataset& dataset, ShardSpec shard, ReplicaGroup& g, std::uint64_t seed,
        std::int64_t total_steps, const DeviceConfig& device_config)
       : device_config(device_config),
         device(device_config.cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(device_config.index))
                                   : torch::Device(torch::kCPU)),
         group(g),
-        sampler(corpus, data, shard, model_config.seq_len, seed),
+        sampler(dataset, data, shard, model_config.seq_len, model_config.vocab, seed),
         optim(optim_config),
         schedule{optim_config.lr, optim_config.warmup_steps, total_steps, optim_config.min_lr_ratio} {
     torch::manual_seed(seed);
@@ -188,9 +188,9 @@ struct InnerLoop::Impl {
 };
 
 InnerLoop::InnerLoop(const ModelConfig& model, const InnerOptimConfig& optim, const DataConfig& data,
-                     const Corpus& corpus, ShardSpec shard, ReplicaGroup& group, std::uint64_t seed,
+                     const Dataset& dataset, ShardSpec shard, ReplicaGroup& group, std::uint64_t seed,
                      std::int64_t total_steps, const DeviceConfig& device)
-    : impl_(std::make_unique<Impl>(model, optim, data, corpus, shard, group, seed, total_steps, device)) {}
+    : impl_(std::make_unique<Impl>(model, optim, data, dataset, shard, group, seed, total_steps, device)) {}
 
 InnerLoop::~InnerLoop() = default;
 

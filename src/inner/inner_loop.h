@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "inner/corpus.h"
+#include "inner/data/dataset.h"
 #include "inner/model_config.h"
 
 namespace diloco::inner {
@@ -89,8 +89,9 @@ class InnerLoop {
  public:
   // Builds the model from a generator seeded with `seed` (identical on every
   // rank), so all replicas start equal. `total_steps` sets the cosine horizon.
+  // `dataset` must outlive the loop.
   InnerLoop(const ModelConfig& model, const InnerOptimConfig& optim, const DataConfig& data,
-            const Corpus& corpus, ShardSpec shard, ReplicaGroup& group, std::uint64_t seed,
+            const Dataset& dataset, ShardSpec shard, ReplicaGroup& group, std::uint64_t seed,
             std::int64_t total_steps, const DeviceConfig& device = {});
   ~InnerLoop();
   InnerLoop(const InnerLoop&) = delete;

@@ -196,3 +196,24 @@ TEST(RecipeTest, ModelKeyErrorsNameTheKey) {
   EXPECT_NE(error_of("[model]\npath = \"m.pt\"").find("model.path does not apply to model.kind = \"gpt\""),
             std::string::npos);
 }
+
+TEST(RecipeTest, DataFormatKeysParseAndReadBack) {
+  Recipe r = parse_recipe("[data]\nformat = \"tokens\"\npaths = [\"shards\"]\neval_paths = [\"val.bin\"]\n"
+                          "token_dtype = \"uint32\"\n[model]\nvocab = 128256\n",
+                          "t.toml", {});
+  EXPECT_EQ(r.data.format, diloco::inner::DataFormat::kTokens);
+  EXPECT_EQ(r.data.token_dtype, diloco::inner::TokenDtype::kUint32);
+  EXPECT_EQ(r.data.eval_paths, std::vector<std::string>{"val.bin"});
+  EXPECT_EQ(r.model.vocab, 128256);
+  Recipe back = parse_recipe(diloco::app::to_toml(r), "effective.toml", {});
+  EXPECT_EQ(back.data.format, r.data.format);
+  EXPECT_EQ(back.data.token_dtype, r.data.token_dtype);
+  EXPECT_EQ(back.data.eval_paths, r.data.eval_paths);
+  Recipe text = parse_recipe("[data]\nformat = \"text\"\ntokenizer = \"m.model\"\n[model]\nvocab = 2000\n", "t.toml", {});
+  EXPECT_EQ(text.data.tokenizer, "m.model");
+  // Bytes need the byte vocabulary; token formats are checked against their ids instead.
+  EXPECT_NE(error_of("[model]\nvocab = 100\n").find("must be at least 256: the data are bytes"), std::string::npos);
+  EXPECT_EQ(error_of("[data]\nformat = \"tokens\"\n[model]\nvocab = 100\n"), "");
+  EXPECT_NE(error_of("[data]\ntokenizer = \"m.model\"\n").find("data.tokenizer applies to data.format = \"text\" only"),
+            std::string::npos);
+}

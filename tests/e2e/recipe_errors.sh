@@ -17,10 +17,10 @@ bad syntax "syntax.toml:2" $'[run]\nseed = = 1'
 bad cross_key "model.n_heads must divide model.d_model" $'[model]\nd_model = 30\nn_heads = 4'
 expect_exit 2 "cannot open recipe" "missing recipe file" -- "$DILOCO_BIN" check "$WORK/nope.toml"
 expect_exit 2 "recipe: recipes: is a folder, not a recipe file" "a folder as the recipe" -- "$DILOCO_BIN" check recipes
-expect_exit 2 "data.paths: data path $WORK/missing does not exist" "check: missing data path" -- \
+expect_exit 2 "data: data path $WORK/missing does not exist" "check: missing data path" -- \
   "$DILOCO_BIN" check recipes/quickstart.toml --set "data.paths=[\"$WORK/missing\"]"
 mkdir -p "$WORK/no_text" && printf '\0\1\2' > "$WORK/no_text/binary.bin"
-expect_exit 2 "data.paths: no plain-text files under $WORK/no_text" "check: a folder with no text" -- \
+expect_exit 2 "data: no plain-text files under $WORK/no_text" "check: a folder with no text" -- \
   "$DILOCO_BIN" check recipes/quickstart.toml --set "data.paths=[\"$WORK/no_text\"]"
 expect_exit 2 "--set outer.nope" "unknown --set key" -- "$DILOCO_BIN" check recipes/quickstart.toml --set outer.nope=1
 expect_exit 2 "--set topology.sites: topology.sites must be an integer" "--set wrong type" -- \
@@ -34,7 +34,7 @@ expect_exit 2 "outer.momentum must be in [0, 1)" "mpirun bad recipe" -- \
 expect_exit 2 "topology.sites = 3 needs at least that many ranks" "mpirun sites > ranks" -- \
   mpi 2 "$DILOCO_BIN" train recipes/quickstart.toml --set topology.sites=3 --out "$WORK/run2"
 # A data path that does not exist is bad input too.
-expect_exit 2 "data.paths" "mpirun missing corpus" -- \
+expect_exit 2 "data: data path /nonexistent/corpus does not exist" "mpirun missing corpus" -- \
   mpi 2 "$DILOCO_BIN" train recipes/quickstart.toml --set 'data.paths=["/nonexistent/corpus"]' --out "$WORK/run3"
 # Empty data file, a folder without text, an output folder that cannot be made.
 : > "$WORK/empty.txt"
@@ -46,6 +46,15 @@ expect_exit 2 "no plain-text files under $WORK/binary_only" "folder without text
 : > "$WORK/a_file"
 expect_exit 2 "run.out_dir: cannot write to $WORK/a_file/out" "unwritable out dir" -- \
   mpi 2 "$DILOCO_BIN" train recipes/quickstart.toml --out "$WORK/a_file/out"
+# Data keys a format has no use for, and a format without what it needs.
+expect_exit 2 'data.format must be one of "bytes", "tokens", "text"' "unknown data format" -- \
+  "$DILOCO_BIN" check recipes/quickstart.toml --set data.format=parquet
+expect_exit 2 'data.token_dtype applies to data.format = "tokens" only' "token_dtype with bytes" -- \
+  "$DILOCO_BIN" check recipes/quickstart.toml --set data.token_dtype=uint16
+expect_exit 2 'data.tokenizer applies to data.format = "text" only' "tokenizer with bytes" -- \
+  "$DILOCO_BIN" check recipes/quickstart.toml --set data.tokenizer=m.model
+expect_exit 2 'data.format = "text" needs data.tokenizer' "text without a tokenizer" -- \
+  "$DILOCO_BIN" check recipes/quickstart.toml --set data.format=text
 # Keys added with the schedules, overlap and launch work.
 expect_exit 2 "debug.slow_site names site 2; sites are 0..1" "slow site outside the sites" -- \
   "$DILOCO_BIN" check recipes/quickstart.toml --set debug.slow_site=2

@@ -5,18 +5,18 @@
 #include <string>
 #include <vector>
 
-#include "inner/corpus.h"
+#include "inner/data/memory_tokens.h"
 #include "inner/inner_loop.h"
 #include "inner/model_config.h"
 
 namespace diloco::inner::testing {
 
-inline Corpus small_corpus() {
+inline Dataset small_corpus() {
   std::string s;
   const char* lines[] = {"the quick brown fox jumps over the lazy dog. ", "a stitch in time saves nine. ",
                          "all that glitters is not gold. ", "to be or not to be, that is the question. "};
   for (int i = 0; s.size() < 60000; ++i) s += lines[(i * 3 + i / 5) % 4];
-  return Corpus::from_bytes(std::vector<std::uint8_t>(s.begin(), s.end()), 0.1, 64);
+  return bytes_dataset("fixture", s, 0.1);
 }
 
 inline ModelConfig tiny(int layers = 1) {

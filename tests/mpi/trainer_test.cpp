@@ -9,18 +9,13 @@
 
 #include "comm/mpi_communicator.h"
 #include "outer/trainer.h"
+#include "../inner/fixtures.h"
 
 using namespace diloco;
 
 namespace {
 
-inner::Corpus corpus() {
-  std::string s;
-  const char* lines[] = {"the quick brown fox jumps over the lazy dog. ", "a stitch in time saves nine. ",
-                         "all that glitters is not gold. ", "to be or not to be, that is the question. "};
-  for (int i = 0; s.size() < 60000; ++i) s += lines[(i * 3 + i / 5) % 4];
-  return inner::Corpus::from_bytes(std::vector<std::uint8_t>(s.begin(), s.end()), 0.1, 64);
-}
+inner::Dataset corpus() { return inner::testing::small_corpus(); }
 
 inner::ModelConfig tiny() {
   inner::ModelConfig m;
@@ -69,7 +64,7 @@ inner::ShardSpec shard_of(const comm::Topology& t) { return {t.site, t.num_sites
 
 // Everything one rank needs for a run, built in dependency order.
 struct Run {
-  Run(const RunSetup& s, const inner::Corpus& c)
+  Run(const RunSetup& s, const inner::Dataset& c)
       : comms(comm::make_mpi_site_comms(s.sites)),
         group(*comms.site),
         loop(s.model, s.optim, s.data, c, shard_of(comms.topology), group, s.seed,
@@ -82,7 +77,7 @@ struct Run {
   outer::Trainer trainer;
 };
 
-std::unique_ptr<Run> make_run(const RunSetup& s, const inner::Corpus& c) { return std::make_unique<Run>(s, c); }
+std::unique_ptr<Run> make_run(const RunSetup& s, const inner::Dataset& c) { return std::make_unique<Run>(s, c); }
 
 // Every rank's copy of `values`, indexed by world rank.
 std::vector<std::vector<float>> gather_floats(comm::Communicator& world, std::span<const float> values) {
@@ -229,7 +224,7 @@ struct Outcome {
   std::vector<float> global;
 };
 
-Outcome run_with(const RunSetup& s, const inner::Corpus& c) {
+Outcome run_with(const RunSetup& s, const inner::Dataset& c) {
   auto run = make_run(s, c);
   Outcome out;
   outer::Trainer::Hooks hooks;
