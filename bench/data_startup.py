@@ -1,7 +1,7 @@
 """Start-up time and peak memory of `diloco train` on token shards of 2 MB
-against 2 GB (generated here, deleted after): memory-mapped shards must cost
-the same whatever their size. Each size trains one tiny round on 2 ranks
-(2 sites x 1) three times; the table gives the median wall time and peak RSS
+against 2 GB (generated here, deleted after): shards are read window by
+window, so they must cost the same whatever their size. Each size trains
+one tiny round on 2 ranks (2 sites x 1) three times; the table gives the median wall time and peak RSS
 of the largest rank, and the 2 GB run's excess over the 2 MB run, against
 the targets (under 1 s, under 50 MB). `diloco check`, which scans every id,
 is timed too: it is the one step that reads all the data.

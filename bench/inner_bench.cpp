@@ -138,7 +138,7 @@ struct RawLoop {
 };
 
 // The data loader alone at the same batch shape: the BatchSampler over a
-// memory-mapped llm.c shard (8 Mi ids, warm page cache), ids checked, as the
+// llm.c shard (8 Mi ids, read with pread, warm page cache), ids checked, as the
 // inner loop draws them. Returns tokens/s counted as the steps count them.
 double loader_tokens_per_s(const Options& o) {
   const std::string path = "/tmp/bench_inner_loader_" + std::to_string(::getpid()) + ".bin";
@@ -156,7 +156,7 @@ double loader_tokens_per_s(const Options& o) {
   c.paths = {path};
   c.batch_size = o.batch;
   const Dataset d = open_dataset(c, 4096, static_cast<std::uint64_t>(o.seq_len) + 2);
-  std::remove(path.c_str());  // the mapping keeps the pages until the Dataset goes
+  std::remove(path.c_str());  // the open descriptor keeps the file until the Dataset goes
   BatchSampler sampler(d, c, {}, o.seq_len, 4096, 1);
   std::vector<std::int64_t> batch;
   for (int i = 0; i < 100; ++i) sampler.train_batch(i, batch);
@@ -245,7 +245,7 @@ int main(int argc, char** argv) {
   if (loop) row("diloco InnerLoop", diloco_s);
   if (raw) row("raw libtorch", raw_s);
   const double loader = loader_tokens_per_s(o);
-  std::printf("| loader: BatchSampler over an mmap'd llm.c shard | - | cpu | - | - | %.4f | %.0f |\n",
+  std::printf("| loader: BatchSampler over an llm.c shard | - | cpu | - | - | %.4f | %.0f |\n",
               1e3 * tokens / loader, loader);
   if (loop && raw) std::printf("\ndiloco / raw step time: %.3f\n", median(diloco_s) / median(raw_s));
   if (loop) std::printf("loader / InnerLoop tokens/s: %.0fx\n", loader * median(diloco_s) / tokens);

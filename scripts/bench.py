@@ -117,7 +117,7 @@ Command: `{' '.join(cmd)}`
 diloco / raw step time: **{ratio:.3f}** (target ≤ 1.03: {yes(ratio <= 1.03)}).
 
 The loader row is the batch sampler alone at the same batch shape, over a
-memory-mapped llm.c shard (warm page cache), ids checked as in training: it
+llm.c shard (pread, warm page cache), ids checked as in training: it
 serves tokens **{loader:.0f}x** as fast as the inner step consumes them
 (target ≥ 100x: {yes(loader >= 100)}).
 
@@ -456,8 +456,9 @@ def data_startup(q):
 
 `diloco train` (2 ranks, one round of 2 steps on a tiny GPT) on llm.c shards
 of 2 MB and of {'0.5' if q else '2'} GB, written by the program and deleted after; wall time of
-the whole run and peak RSS of the largest rank. Shards are memory-mapped and
-only a sample of 64 blocks of 4096 ids is read at start-up, so the larger
+the whole run and peak RSS of the largest rank. Only the shards' headers
+and a sample of 64 blocks of 4096 ids are read at start-up, and each window
+on its own during training, so the larger
 set costs the same. `diloco check` reads every id, and so grows with size.
 
 Command: `{' '.join(cmd)}`

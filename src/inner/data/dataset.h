@@ -80,8 +80,8 @@ class Dataset {
 // Opens the data `config` names. Every stream must hold at least
 // `min_tokens` ids, and ids are checked against `vocab` on an evenly spread
 // sample (full_scan: every id, as `diloco check` does). Throws DataError.
-// Start-up cost and memory do not grow with the size of token shards: they
-// are memory-mapped and only the sample is read.
+// Start-up cost and memory do not grow with the size of token shards: only
+// their headers and the sample are read.
 Dataset open_dataset(const DataConfig& config, int vocab, std::uint64_t min_tokens, bool full_scan = false);
 
 // Throws DataError naming the file and offset of the first id in

@@ -1,6 +1,6 @@
 // The held-out split: every stride-th chunk of a stream, so held-out data
 // follows the same mix of sources as training data. Both parts are views
-// computed from positions (nothing copied), so splitting a memory-mapped
+// computed from positions (nothing copied), so splitting a large
 // shard set costs nothing at start-up.
 #pragma once
 

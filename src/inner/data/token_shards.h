@@ -1,7 +1,8 @@
 // Token shards on disk: llm.c's format (a header of 256 int32: magic,
 // version, token count; then uint16 or uint32 ids) and headerless files of
-// uint16 or uint32 ids (nanoGPT's .bin). Read through memory maps, so opening
-// a shard set reads its headers only, whatever its size.
+// uint16 or uint32 ids (nanoGPT's .bin). Opening a shard set reads its
+// headers only, and each window is read on its own (pread), so neither
+// start-up nor resident memory grows with the data's size.
 #pragma once
 
 #include <cstdint>
