@@ -105,7 +105,7 @@ def inner_overhead(q):
     return f"""## 1. Inner-loop overhead (`bench/inner_bench.cpp`)
 
 diloco's `InnerLoop` (one replica, no exchange: flat parameter and gradient
-buffers, the corpus sampler, the LR schedule, clipping, the loss carried in
+buffers, the batch sampler, the LR schedule, clipping, the loss carried in
 the gradient buffer) against a minimal hand-written libtorch loop on the
 same model, batch (16 x 64 bytes), AdamW and one thread, in one process, in
 alternating blocks; median step time of each.
@@ -116,7 +116,7 @@ Command: `{' '.join(cmd)}`
 
 diloco / raw step time: **{ratio:.3f}** (target ≤ 1.03: {yes(ratio <= 1.03)}).
 
-The loader row is the batch sampler alone at the same batch shape, over a
+The loader row is the batch sampler alone at the same batch shape, over an
 llm.c shard (pread, warm page cache), ids checked as in training: it
 serves tokens **{loader:.0f}x** as fast as the inner step consumes them
 (target ≥ 100x: {yes(loader >= 100)}).
