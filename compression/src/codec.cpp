@@ -51,21 +51,28 @@ EncodeError Codec::encode(std::span<const float> values, std::vector<std::byte>&
   }
   payload.resize(kWireHeaderSize + body_size(values.size()));
   auto room = std::span<std::byte>(payload).subspan(kWireHeaderSize);
-  const std::size_t used = encode_body(values, room, seed);
+  std::uint32_t body_crc = 0;
+  const std::size_t used = encode_body_crc(values, room, seed, body_crc);
   if (used == kNonFinite) {
     payload.clear();
     return EncodeError::kNonFiniteInput;
   }
   payload.resize(kWireHeaderSize + used);
-  const auto body = std::span<const std::byte>(payload).subspan(kWireHeaderSize);
   WireHeader header;
   header.codec = static_cast<std::uint8_t>(id());
   header.element_count = values.size();
   header.block_size = block_size();
   header.body_length = used;
-  header.body_crc32c = crc32c(body);
+  header.body_crc32c = body_crc;
   write_header(header, std::span<std::byte, kWireHeaderSize>(payload.data(), kWireHeaderSize));
   return EncodeError::kOk;
+}
+
+std::size_t Codec::encode_body_crc(std::span<const float> values, std::span<std::byte> body, std::uint64_t seed,
+                                  std::uint32_t& crc) const {
+  const std::size_t used = encode_body(values, body, seed);
+  if (used != kNonFinite) crc = crc32c(body.first(used));
+  return used;
 }
 
 DecodeError Codec::check(std::span<const std::byte> payload, std::size_t expected_count,

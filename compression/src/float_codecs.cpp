@@ -4,6 +4,7 @@
 
 #include "codec_util.h"
 #include "diloco/compression/codec.h"
+#include "diloco/compression/crc32c.h"
 
 namespace diloco::compression::detail {
 namespace {
@@ -16,9 +17,27 @@ class NoneCodec final : public Codec {
 
  protected:
   std::size_t body_size(std::size_t count) const override { return count * sizeof(float); }
+  bool checks_finite() const override { return true; }
 
-  std::size_t encode_body(std::span<const float> values, std::span<std::byte> body, std::uint64_t) const override {
-    if (!values.empty()) std::memcpy(body.data(), values.data(), values.size_bytes());
+  std::size_t encode_body(std::span<const float> values, std::span<std::byte> body, std::uint64_t seed) const override {
+    std::uint32_t crc = 0;
+    return encode_body_crc(values, body, seed, crc);
+  }
+
+  // One pass in pieces of 64 KiB: each piece is checked for NaN/inf, copied
+  // and checksummed while it is in cache, instead of three passes over
+  // memory (check, copy, checksum) for the whole vector.
+  std::size_t encode_body_crc(std::span<const float> values, std::span<std::byte> body, std::uint64_t,
+                              std::uint32_t& crc) const override {
+    constexpr std::size_t kPiece = 16384;
+    crc = 0;
+    for (std::size_t i = 0; i < values.size(); i += kPiece) {
+      const auto piece = values.subspan(i, std::min(kPiece, values.size() - i));
+      if (!all_finite(piece)) return kNonFinite;
+      std::byte* out = body.data() + i * sizeof(float);
+      std::memcpy(out, piece.data(), piece.size_bytes());
+      crc = crc32c(std::span<const std::byte>(out, piece.size_bytes()), crc);
+    }
     return values.size_bytes();
   }
 

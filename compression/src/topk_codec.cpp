@@ -14,6 +14,55 @@
 namespace diloco::compression::detail {
 namespace {
 
+// |x| as bits: for finite floats, integer order is magnitude order.
+inline std::uint32_t magnitude_bits(float x) { return float_bits(x) & 0x7FFFFFFFu; }
+
+// The indices of the k largest |values|, ties to the lower index, in
+// increasing order: exactly what sorting by (|x| descending, index
+// ascending) and taking k gives, found by a radix select on the magnitude
+// bits instead of a comparison sort. Pass 1 counts the top 16 bits (65536
+// bins) to find the bin holding the k-th largest; pass 2 collects that
+// bin's members (a small share of n) and selects among them exactly; pass 3
+// keeps everything above the threshold and the first of the ties.
+std::vector<std::uint32_t> top_k_indices(std::span<const float> values, std::size_t k) {
+  const std::size_t n = values.size();
+  std::vector<std::uint32_t> out;
+  out.reserve(k);
+  if (k == 0) return out;
+  if (k >= n) {
+    out.resize(n);
+    std::iota(out.begin(), out.end(), 0u);
+    return out;
+  }
+  std::vector<std::uint32_t> count(65536, 0);
+  for (float v : values) ++count[magnitude_bits(v) >> 15];
+  std::size_t above = 0;  // elements in bins above the threshold bin
+  std::uint32_t bin = 65535;
+  for (;; --bin) {
+    if (above + count[bin] >= k) break;
+    above += count[bin];
+  }
+  std::vector<std::uint32_t> members;
+  members.reserve(count[bin]);
+  for (float v : values)
+    if ((magnitude_bits(v) >> 15) == bin) members.push_back(magnitude_bits(v));
+  // The (k - above)-th largest magnitude within the bin is the threshold.
+  const std::size_t rank = k - above - 1;
+  std::nth_element(members.begin(), members.begin() + static_cast<std::ptrdiff_t>(rank), members.end(),
+                   std::greater<>());
+  const std::uint32_t threshold = members[rank];
+  std::size_t ties = 1;  // of the threshold value, how many make the cut (larger ones all do)
+  for (std::size_t i = 0; i < rank; ++i) ties += members[i] == threshold;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const std::uint32_t m = magnitude_bits(values[i]);
+    if (m > threshold || (m == threshold && ties > 0)) {
+      if (m == threshold) --ties;
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
 class TopkCodec final : public Codec {
  public:
   TopkCodec(double ratio, std::uint32_t block, bool int8_values)
@@ -49,16 +98,7 @@ class TopkCodec final : public Codec {
   std::size_t encode_body(std::span<const float> values, std::span<std::byte> body, std::uint64_t seed) const override {
     const std::size_t n = values.size();
     const std::size_t k = keep(n);
-    std::vector<std::uint32_t> idx(n);
-    std::iota(idx.begin(), idx.end(), 0u);
-    auto larger = [&](std::uint32_t a, std::uint32_t b) {
-      const float fa = std::abs(values[a]);
-      const float fb = std::abs(values[b]);
-      return fa > fb || (fa == fb && a < b);
-    };
-    if (k < n) std::nth_element(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k), idx.end(), larger);
-    idx.resize(k);
-    std::sort(idx.begin(), idx.end());
+    const std::vector<std::uint32_t> idx = top_k_indices(values, k);
 
     const std::uint64_t k64 = k;
     std::memcpy(body.data(), &k64, 8);

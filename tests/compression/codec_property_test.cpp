@@ -201,6 +201,30 @@ TEST(CodecPropertyTest, TopkKeepsExactlyTheKLargest) {
     }
 }
 
+TEST(CodecPropertyTest, TopkBreaksTiesTowardsTheLowerIndex) {
+  // Few distinct magnitudes, so the k-th largest is shared by many entries:
+  // the kept ones must be the lowest-indexed of them, as a stable sort says.
+  for (const std::size_t n : {10u, 1000u, 65537u, 300000u}) {
+    std::vector<float> v(n);
+    std::uint32_t x = 12345u + static_cast<std::uint32_t>(n);
+    for (auto& f : v) {
+      x = x * 1664525u + 1013904223u;
+      f = static_cast<float>(1 + (x >> 16) % 3) * ((x >> 8) & 1 ? -1.0f : 1.0f);
+    }
+    for (const double ratio : {0.01, 0.3, 0.5}) {
+      auto c = codec("topk", false, ratio);
+      auto d = round_trip(*c, v);
+      const std::size_t k = std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(ratio * n)));
+      std::vector<std::size_t> order(n);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return std::abs(v[a]) > std::abs(v[b]); });
+      std::vector<bool> kept(n, false);
+      for (std::size_t i = 0; i < k; ++i) kept[order[i]] = true;
+      for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(d[i] != 0.0f, kept[i]) << "n=" << n << " ratio=" << ratio << " i=" << i;
+    }
+  }
+}
+
 TEST(CodecPropertyTest, SignDecodesToSignedBlockMeanMagnitude) {
   auto c = codec("sign");
   for (auto n : kLengths) {

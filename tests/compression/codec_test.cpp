@@ -43,6 +43,27 @@ TEST(Crc32cTest, ExtendsIncrementally) {
   EXPECT_EQ(dc::crc32c(std::span<const std::byte>(data).subspan(333), part), whole);
 }
 
+TEST(Crc32cTest, FastPathEqualsTheTableReferenceAtEveryLengthAndAlignment) {
+  // Lengths around the three-stream block sizes (3 x 256 and 3 x 8192 bytes)
+  // and beyond, at every alignment of the first byte.
+  std::vector<std::byte> data(3 * 8192 * 3 + 4096);
+  std::uint32_t x = 2463534242u;
+  for (auto& b : data) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    b = static_cast<std::byte>(x);
+  }
+  for (const std::size_t n : {0u, 1u, 7u, 8u, 767u, 768u, 769u, 1536u, 24575u, 24576u, 24577u, 49152u + 800u,
+                              3u * 8192u * 3u}) {
+    for (std::size_t offset = 0; offset < 8; ++offset) {
+      const auto span = std::span<const std::byte>(data).subspan(offset, n);
+      ASSERT_EQ(dc::crc32c(span), dc::crc32c_portable(span)) << n << " at " << offset;
+      ASSERT_EQ(dc::crc32c(span, 0x12345678u), dc::crc32c_portable(span, 0x12345678u)) << n << " at " << offset;
+    }
+  }
+}
+
 TEST(CodecTest, RegistryKnowsNoneAndRejectsUnknownNames) {
   EXPECT_NE(dc::make_codec("none"), nullptr);
   EXPECT_EQ(dc::make_codec("zip"), nullptr);

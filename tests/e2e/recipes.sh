@@ -3,9 +3,14 @@
 # scripts/plot turns one run's metrics into valid PNGs.
 source "$(dirname "$0")/lib.sh"
 
+# A token recipe trains on what `diloco tokenize` writes; here on shards of
+# its vocabulary made by the test helper (e2e_tokens runs tokenize itself).
+/usr/bin/python3 tests/e2e/make_shards.py /usr/share/games/fortunes/fortunes "$WORK/tokens" 2000 1 > /dev/null
 for recipe in recipes/*.toml; do
   name=$(basename "$recipe" .toml)
-  "$DILOCO_BIN" check "$recipe" > "$WORK/$name.check" 2>&1 && pass "$name: check" \
+  sets=()
+  grep -q '^format = "tokens"' "$recipe" && sets=(--set "data.paths=[\"$WORK/tokens\"]")
+  "$DILOCO_BIN" check "$recipe" "${sets[@]}" > "$WORK/$name.check" 2>&1 && pass "$name: check" \
     || { cat "$WORK/$name.check"; fail "$name: check"; continue; }
   if grep -q '^device = "cuda"' "$recipe"; then
     # A GPU recipe: without a GPU it must stop at once and say why; its
@@ -23,7 +28,7 @@ for recipe in recipes/*.toml; do
   fi
   ranks=$(grep -m1 -oE 'mpirun -np [0-9]+ build/diloco train' "$recipe" | awk '{print $3}')
   [[ -n $ranks ]] || { fail "$name: its header names no 'mpirun -np N build/diloco train' line"; continue; }
-  mpi "$ranks" "$DILOCO_BIN" train "$recipe" --set outer.rounds=2 --out "$WORK/$name" > "$WORK/$name.log" 2>&1 \
+  mpi "$ranks" "$DILOCO_BIN" train "$recipe" "${sets[@]}" --set outer.rounds=2 --out "$WORK/$name" > "$WORK/$name.log" 2>&1 \
     && [[ $(rows "$WORK/$name/metrics.jsonl") -eq 2 ]] && pass "$name: 2 rounds on $ranks ranks" \
     || { tail -20 "$WORK/$name.log"; fail "$name: shortened run"; }
 done

@@ -93,6 +93,11 @@ class Codec {
   // and returns the bytes used, or kNonFinite (only if checks_finite()).
   virtual std::size_t encode_body(std::span<const float> values, std::span<std::byte> body,
                                   std::uint64_t seed) const = 0;
+  // encode_body, and the CRC32C of the bytes used into `crc`. A codec that
+  // writes its body in order overrides it to checksum each piece while it is
+  // still in cache; the default checksums the body in a second pass.
+  virtual std::size_t encode_body_crc(std::span<const float> values, std::span<std::byte> body, std::uint64_t seed,
+                                      std::uint32_t& crc) const;
   // `body` passed the header checks. Must check everything else (scales,
   // indices, lengths) before writing to `out`.
   virtual DecodeError decode_body(std::span<const std::byte> body, std::span<float> out,
