@@ -17,48 +17,90 @@ namespace {
 // |x| as bits: for finite floats, integer order is magnitude order.
 inline std::uint32_t magnitude_bits(float x) { return float_bits(x) & 0x7FFFFFFFu; }
 
-// The indices of the k largest |values|, ties to the lower index, in
-// increasing order: exactly what sorting by (|x| descending, index
+// The k largest |values| (ties to the lower index) as (index, value) pairs in
+// increasing index order: exactly what sorting by (|x| descending, index
 // ascending) and taking k gives, found by a radix select on the magnitude
-// bits instead of a comparison sort. Pass 1 counts the top 16 bits (65536
-// bins) to find the bin holding the k-th largest; pass 2 collects that
-// bin's members (a small share of n) and selects among them exactly; pass 3
-// keeps everything above the threshold and the first of the ties.
-std::vector<std::uint32_t> top_k_indices(std::span<const float> values, std::size_t k) {
+// bits instead of a comparison sort, in two passes over the values. Pass 1
+// counts the top 12 bits (4096 bins; four interleaved histograms, so repeats
+// of a bin do not wait on each other) to find the bin holding the k-th
+// largest. Pass 2 keeps every entry of a higher bin, without branches, and
+// sets the threshold bin's entries aside (a few percent of n); the exact
+// threshold is selected among those, and the two index-ordered lists merge.
+struct Kept {
+  std::vector<std::uint32_t> index;
+  std::vector<float> value;
+};
+
+Kept top_k(std::span<const float> values, std::size_t k) {
   const std::size_t n = values.size();
-  std::vector<std::uint32_t> out;
-  out.reserve(k);
+  Kept out;
   if (k == 0) return out;
-  if (k >= n) {
-    out.resize(n);
-    std::iota(out.begin(), out.end(), 0u);
-    return out;
-  }
-  std::vector<std::uint32_t> count(65536, 0);
-  for (float v : values) ++count[magnitude_bits(v) >> 15];
-  std::size_t above = 0;  // elements in bins above the threshold bin
-  std::uint32_t bin = 65535;
+  constexpr int kShift = 19;
+  constexpr std::size_t kBins = std::size_t{1} << (31 - kShift);
+  std::vector<std::uint32_t> counts(4 * kBins, 0);
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (std::size_t j = 0; j < 4; ++j) ++counts[j * kBins + (magnitude_bits(values[i + j]) >> kShift)];
+  for (; i < n; ++i) ++counts[magnitude_bits(values[i]) >> kShift];
+  std::size_t above = 0;  // entries in bins above the threshold bin
+  std::size_t in_bin = 0;
+  std::uint32_t bin = kBins - 1;
   for (;; --bin) {
-    if (above + count[bin] >= k) break;
-    above += count[bin];
+    in_bin = counts[bin] + counts[kBins + bin] + counts[2 * kBins + bin] + counts[3 * kBins + bin];
+    if (above + in_bin >= k) break;
+    above += in_bin;
   }
-  std::vector<std::uint32_t> members;
-  members.reserve(count[bin]);
-  for (float v : values)
-    if ((magnitude_bits(v) >> 15) == bin) members.push_back(magnitude_bits(v));
-  // The (k - above)-th largest magnitude within the bin is the threshold.
-  const std::size_t rank = k - above - 1;
-  std::nth_element(members.begin(), members.begin() + static_cast<std::ptrdiff_t>(rank), members.end(),
-                   std::greater<>());
-  const std::uint32_t threshold = members[rank];
-  std::size_t ties = 1;  // of the threshold value, how many make the cut (larger ones all do)
-  for (std::size_t i = 0; i < rank; ++i) ties += members[i] == threshold;
-  for (std::uint32_t i = 0; i < n; ++i) {
-    const std::uint32_t m = magnitude_bits(values[i]);
-    if (m > threshold || (m == threshold && ties > 0)) {
-      if (m == threshold) --ties;
-      out.push_back(i);
+
+  // Every entry is written to both lists, and each list's end moves on only
+  // for its own: no branches, no reallocation (the sizes are known).
+  std::vector<std::uint32_t> high_index(above + 1), mid_index(in_bin + 1);
+  std::vector<float> high_value(above + 1), mid_value(in_bin + 1);
+  std::uint32_t* hi = high_index.data();
+  float* hv = high_value.data();
+  std::uint32_t* mi = mid_index.data();
+  float* mv = mid_value.data();
+  std::size_t high_end = 0;
+  std::size_t mid_end = 0;
+  const float* x = values.data();
+  for (std::uint32_t e = 0; e < n; ++e) {
+    const float v = x[e];
+    const std::uint32_t b = magnitude_bits(v) >> kShift;
+    hi[high_end] = e;
+    hv[high_end] = v;
+    mi[mid_end] = e;
+    mv[mid_end] = v;
+    high_end += b > bin ? 1 : 0;
+    mid_end += b == bin ? 1 : 0;
+  }
+  mid_index.resize(in_bin);
+  mid_value.resize(in_bin);
+
+  // Among the threshold bin: the (k - above) largest, ties to the lower index.
+  const std::size_t want = k - above;
+  std::vector<std::uint32_t> mags(mid_value.size());
+  for (std::size_t m = 0; m < mags.size(); ++m) mags[m] = magnitude_bits(mid_value[m]);
+  std::nth_element(mags.begin(), mags.begin() + static_cast<std::ptrdiff_t>(want - 1), mags.end(), std::greater<>());
+  const std::uint32_t threshold = mags[want - 1];
+  std::size_t ties = 1;  // entries equal to the threshold that make the cut
+  for (std::size_t m = 0; m + 1 < want; ++m) ties += mags[m] == threshold;
+
+  out.index.reserve(k);
+  out.value.reserve(k);
+  std::size_t h = 0;
+  for (std::size_t m = 0; m < mid_index.size(); ++m) {
+    const std::uint32_t mag = magnitude_bits(mid_value[m]);
+    if (mag < threshold || (mag == threshold && ties == 0)) continue;
+    if (mag == threshold) --ties;
+    for (; h < above && high_index[h] < mid_index[m]; ++h) {
+      out.index.push_back(high_index[h]);
+      out.value.push_back(high_value[h]);
     }
+    out.index.push_back(mid_index[m]);
+    out.value.push_back(mid_value[m]);
+  }
+  for (; h < above; ++h) {
+    out.index.push_back(high_index[h]);
+    out.value.push_back(high_value[h]);
   }
   return out;
 }
@@ -98,7 +140,9 @@ class TopkCodec final : public Codec {
   std::size_t encode_body(std::span<const float> values, std::span<std::byte> body, std::uint64_t seed) const override {
     const std::size_t n = values.size();
     const std::size_t k = keep(n);
-    const std::vector<std::uint32_t> idx = top_k_indices(values, k);
+    const Kept top = top_k(values, k);
+    const std::vector<std::uint32_t>& idx = top.index;
+    const std::vector<float>& kept = top.value;
 
     const std::uint64_t k64 = k;
     std::memcpy(body.data(), &k64, 8);
@@ -114,8 +158,6 @@ class TopkCodec final : public Codec {
         body[pos++] = std::byte(byte);
       } while (gap);
     }
-    std::vector<float> kept(k);
-    for (std::size_t i = 0; i < k; ++i) kept[i] = values[idx[i]];
     if (int8_) {
       std::vector<std::byte> inner;
       values_codec_->encode(kept, inner, seed);
