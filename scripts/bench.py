@@ -213,13 +213,9 @@ Commands: `{cmds[0]}` and `{cmds[1]}`
 Target ≤ 1.25x of the bound, 2 sites (one rank per core): {yes(not over[2])}{'' if not over[2] else ' for ' + ', '.join(over[2])};
 4 sites (two ranks per core): {yes(not over[4])}{'' if not over[4] else ' for ' + ', '.join(over[4])}; worst {worst:.2f}x ({worst_codec}).
 Where it is missed the gap is compute on this machine, not the link: the
-emulation holds each message for its link time after the real transfer,
-so encoding, error feedback (encode and decode of the own payload), the
-real copy of every site's payload and decoding add on top. `sign` packs
-and unpacks bits one at a time and `topk` selects with `nth_element` (the
-throughput table above: 0.03 and 0.01 of memcpy); with 4 sites, 4 ranks
-share 2 cores, so the real all-gather and the 4 decodes of fp32 payloads
-wait for CPU.
+emulated link time runs alongside the real transfer, but encoding, error
+feedback (encode and decode of the own payload) and decoding every site's
+payload do not overlap the link, and with 4 sites 4 ranks share 2 cores.
 """
 
 

@@ -26,9 +26,13 @@ inline std::uint32_t magnitude_bits(float x) { return float_bits(x) & 0x7FFFFFFF
 // largest. Pass 2 keeps every entry of a higher bin, without branches, and
 // sets the threshold bin's entries aside (a few percent of n); the exact
 // threshold is selected among those, and the two index-ordered lists merge.
+// The histogram also finds NaN and infinity (their magnitude bits lie above
+// every finite value's), so the framing's separate finiteness pass is not
+// needed: `finite` is false then.
 struct Kept {
   std::vector<std::uint32_t> index;
   std::vector<float> value;
+  bool finite = true;
 };
 
 Kept top_k(std::span<const float> values, std::size_t k) {
@@ -42,6 +46,11 @@ Kept top_k(std::span<const float> values, std::size_t k) {
   for (; i + 4 <= n; i += 4)
     for (std::size_t j = 0; j < 4; ++j) ++counts[j * kBins + (magnitude_bits(values[i + j]) >> kShift)];
   for (; i < n; ++i) ++counts[magnitude_bits(values[i]) >> kShift];
+  for (std::size_t b = 0x7F800000u >> kShift; b < kBins; ++b)
+    if (counts[b] + counts[kBins + b] + counts[2 * kBins + b] + counts[3 * kBins + b] != 0) {
+      out.finite = false;
+      return out;
+    }
   std::size_t above = 0;  // entries in bins above the threshold bin
   std::size_t in_bin = 0;
   std::uint32_t bin = kBins - 1;
@@ -126,6 +135,7 @@ class TopkCodec final : public Codec {
  protected:
   bool fixed_body_size() const override { return false; }
   std::uint32_t block_size() const override { return int8_ ? block_ : 0; }
+  bool checks_finite() const override { return true; }
 
   std::size_t values_size(std::size_t k) const {
     return int8_ ? blocks_for(k, block_) * sizeof(float) + k : k * 2;
@@ -141,6 +151,7 @@ class TopkCodec final : public Codec {
     const std::size_t n = values.size();
     const std::size_t k = keep(n);
     const Kept top = top_k(values, k);
+    if (!top.finite) return kNonFinite;
     const std::vector<std::uint32_t>& idx = top.index;
     const std::vector<float>& kept = top.value;
 
