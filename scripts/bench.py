@@ -79,12 +79,43 @@ def yes(ok):
 
 # ---------------------------------------------------------------- sections
 
+def row_ms(text, prefix):
+    """ms/step of the table row starting with `prefix`."""
+    row = next(l for l in text.splitlines() if l.startswith(prefix))
+    return float(row.split("|")[6])
+
+
 def inner_overhead(q):
-    cmd = ["build/bench/bench_inner", "--steps", "10" if q else "20", "--blocks", "3" if q else "9"]
-    out = run(cmd)
-    ratio = float(out.split("diloco / raw step time:")[1].split()[0])
+    # diloco's loop, the raw C++ loop (alternating inside bench_inner) and the
+    # Python eager loop (a process of its own), alternated round by round.
+    steps = "10" if q else "20"
+    cmd = ["build/bench/bench_inner", "--steps", steps, "--blocks", "3"]
+    py_cmd = ["/usr/bin/python3", "bench/inner_python.py", "--steps", steps, "--blocks", "3"]
+    rounds = 1 if q else 3
+    outs, pys = [], []
+    for _ in range(rounds):
+        outs.append(run(cmd))
+        pys.append(run(py_cmd))
+    med = lambda xs: sorted(xs)[len(xs) // 2]
+    diloco_ms = med([row_ms(o, "| diloco InnerLoop") for o in outs])
+    raw_ms_ = med([row_ms(o, "| raw libtorch") for o in outs])
+    py_ms = med([row_ms(p, "| python eager") for p in pys])
+    out = outs[len(outs) // 2]
+    ratio = med([float(o.split("diloco / raw step time:")[1].split()[0]) for o in outs])
+    vs_python = py_ms / diloco_ms
     loader = float(out.split("loader / InnerLoop tokens/s:")[1].split()[0].rstrip("x"))
-    table = out.split("\n\ndiloco")[0]
+    tokens = 16 * 64
+    lines = out.split("\n\ndiloco")[0].splitlines()
+    def with_ms(line, ms):
+        cells = line.split("|")
+        cells[6], cells[7] = f" {ms:.2f} ", f" {tokens / (ms / 1e3):.0f} "
+        return "|".join(cells)
+    py_row = next(l for l in pys[len(pys) // 2].splitlines() if l.startswith("| python eager"))
+    table = "\n".join([lines[0].replace("median of", f"median over {rounds} x"), lines[1],
+                       with_ms(next(l for l in lines if l.startswith("| diloco InnerLoop")), diloco_ms),
+                       with_ms(next(l for l in lines if l.startswith("| raw libtorch")), raw_ms_),
+                       with_ms(py_row, py_ms),
+                       next(l for l in lines if l.startswith("| loader"))])
     # A ~25M Llama, and the byte GPT as a TorchScript file (same sizes as the
     # first table), each against a raw loop of the same model.
     llama_cmd = ["build/bench/bench_inner", "--model", "llama", "--d-model", "512", "--layers", "8", "--heads", "8",
@@ -108,13 +139,17 @@ diloco's `InnerLoop` (one replica, no exchange: flat parameter and gradient
 buffers, the batch sampler, the LR schedule, clipping, the loss carried in
 the gradient buffer) against a minimal hand-written libtorch loop on the
 same model, batch (16 x 64 bytes), AdamW and one thread, in one process, in
-alternating blocks; median step time of each.
+alternating blocks; and against the same model and step in Python eager
+PyTorch (`bench/inner_python.py`: what a user switching from Python would
+compare with), run as its own process between the C++ runs; median step
+time of each over the rounds.
 
-Command: `{' '.join(cmd)}`
+Commands: `{' '.join(cmd)}` and `{' '.join(py_cmd)}`, alternated {rounds}x
 
 {table.strip()}
 
 diloco / raw step time: **{ratio:.3f}** (target ≤ 1.03: {yes(ratio <= 1.03)}).
+diloco steps/s over Python eager's: **{vs_python:.3f}** (target ≥ 1.10: {yes(vs_python >= 1.10)}).
 
 The loader row is the batch sampler alone at the same batch shape, over an
 llm.c shard (pread, warm page cache), ids checked as in training: it
