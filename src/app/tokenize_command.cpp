@@ -124,10 +124,9 @@ int run_tokenize(int argc, char** argv) {
     std::uint64_t tokens = 0;
     int shards = 0;
     const auto flush = [&](std::size_t count) {
-      std::vector<std::uint32_t> head(shard.begin(), shard.begin() + static_cast<std::ptrdiff_t>(count));
       char name[32];
       std::snprintf(name, sizeof name, "shard_%06d.bin", shards++);
-      inner::write_token_shard((fs::path(o.out) / name).string(), head);
+      inner::write_token_shard((fs::path(o.out) / name).string(), std::span<const std::uint32_t>(shard).first(count));
       shard.erase(shard.begin(), shard.begin() + static_cast<std::ptrdiff_t>(count));
     };
     inner::for_each_text_file(files, [&](const std::string&, const std::string& text) {

@@ -37,12 +37,9 @@ else
 fi
 expect_exit 2 "usage: diloco devices" "devices takes no arguments" -- "$DILOCO_BIN" devices extra
 
-# Every bundled recipe validates; the token recipe against shards of its
-# vocabulary made here (it trains on what `diloco tokenize` writes).
-/usr/bin/python3 tests/e2e/make_shards.py /usr/share/games/fortunes/fortunes "$WORK/tokens" 2000 1 > /dev/null
+# Every bundled recipe validates (a token recipe against shards of its vocabulary).
 for recipe in recipes/*.toml; do
-  sets=()
-  grep -q '^format = "tokens"' "$recipe" && sets=(--set "data.paths=[\"$WORK/tokens\"]")
+  data_sets "$recipe"
   expect_exit 0 "" "check $recipe" -- "$DILOCO_BIN" check "$recipe" "${sets[@]}"
 done
 finish

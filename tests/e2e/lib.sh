@@ -58,6 +58,19 @@ for x, y in zip(a, b):
         assert x[k] == y[k], (x["round"], k, x[k], y[k])
 PY
 }
+# data_sets RECIPE: sets the array `sets` to the --set flags a bundled recipe
+# needs here. A token recipe trains on shards `diloco tokenize` writes;
+# here on shards of its vocabulary, made once by the test helper
+# (e2e_tokens runs tokenize itself).
+data_sets() {
+  sets=()
+  grep -q '^format = "tokens"' "$1" || return 0
+  local vocab
+  vocab=$(awk '/^vocab *=/ {print $3; exit}' "$1")
+  [[ -d $WORK/recipe_tokens_$vocab ]] || /usr/bin/python3 tests/e2e/make_shards.py \
+    /usr/share/games/fortunes/fortunes "$WORK/recipe_tokens_$vocab" "$vocab" 1 > /dev/null
+  sets=(--set "data.paths=[\"$WORK/recipe_tokens_$vocab\"]")
+}
 finish() {
   if [[ $failures -ne 0 ]]; then echo "$failures check(s) failed"; exit 1; fi
   echo "all checks passed"

@@ -3,13 +3,9 @@
 # scripts/plot turns one run's metrics into valid PNGs.
 source "$(dirname "$0")/lib.sh"
 
-# A token recipe trains on what `diloco tokenize` writes; here on shards of
-# its vocabulary made by the test helper (e2e_tokens runs tokenize itself).
-/usr/bin/python3 tests/e2e/make_shards.py /usr/share/games/fortunes/fortunes "$WORK/tokens" 2000 1 > /dev/null
 for recipe in recipes/*.toml; do
   name=$(basename "$recipe" .toml)
-  sets=()
-  grep -q '^format = "tokens"' "$recipe" && sets=(--set "data.paths=[\"$WORK/tokens\"]")
+  data_sets "$recipe"  # a token recipe runs on shards of its vocabulary
   "$DILOCO_BIN" check "$recipe" "${sets[@]}" > "$WORK/$name.check" 2>&1 && pass "$name: check" \
     || { cat "$WORK/$name.check"; fail "$name: check"; continue; }
   if grep -q '^device = "cuda"' "$recipe"; then

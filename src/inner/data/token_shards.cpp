@@ -80,15 +80,10 @@ Shard open_shard(const std::string& path, TokenDtype dtype) {
     if (s.bytes == 0) throw DataError("token shard " + path + " is empty");
     // Windows are drawn at random positions: read-ahead would only waste memory.
     posix_fadvise(s.fd, 0, 0, POSIX_FADV_RANDOM);
-  } catch (...) {
-    close_shard(s);
-    throw;
-  }
 
-  std::int32_t head[3] = {0, 0, 0};
-  if (s.bytes >= sizeof head) read_exactly(s, 0, sizeof head, reinterpret_cast<unsigned char*>(head));
-  const bool has_magic = head[0] == kShardMagicU16 || head[0] == kShardMagicU32;
-  try {
+    std::int32_t head[3] = {0, 0, 0};
+    if (s.bytes >= sizeof head) read_exactly(s, 0, sizeof head, reinterpret_cast<unsigned char*>(head));
+    const bool has_magic = head[0] == kShardMagicU16 || head[0] == kShardMagicU32;
     if (dtype == TokenDtype::kAuto) {
       if (!has_magic)
         throw DataError("token shard " + path + " has no llm.c header (magic " + std::to_string(head[0]) +
@@ -110,8 +105,7 @@ Shard open_shard(const std::string& path, TokenDtype dtype) {
         throw DataError("token shard " + path + " holds no tokens (header count " + std::to_string(head[2]) +
                         " at byte offset 8)");
       s.count = static_cast<std::uint64_t>(head[2]);
-      const std::uint64_t have = (s.bytes - s.header) / static_cast<std::size_t>(s.width);
-      if (s.count > have || (s.bytes - s.header) % static_cast<std::size_t>(s.width) != 0 || s.count < have)
+      if (s.bytes - s.header != s.count * static_cast<std::uint64_t>(s.width))
         throw DataError("token shard " + path + ": its header (byte offset 8) says " + std::to_string(s.count) +
                         " tokens of " + std::to_string(s.width) + " bytes, the file holds " +
                         std::to_string(s.bytes - s.header) + " bytes after the header");
@@ -236,7 +230,7 @@ ShardSet open_token_shards(const std::vector<std::string>& paths, TokenDtype dty
   return set;
 }
 
-void write_token_shard(const std::string& path, const std::vector<std::uint32_t>& ids) {
+void write_token_shard(const std::string& path, std::span<const std::uint32_t> ids) {
   if (ids.empty() || ids.size() > 0x7fffffffu) throw DataError("token shard " + path + ": cannot hold " +
                                                                std::to_string(ids.size()) + " tokens");
   const bool u16 = *std::max_element(ids.begin(), ids.end()) < 65536;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,6 @@ ShardSet open_token_shards(const std::vector<std::string>& paths, TokenDtype dty
 // Writes `ids` as one llm.c shard: uint16 when every id is below 65536, else
 // uint32. Through a temporary file renamed into place, so a shard that
 // exists is complete. Throws DataError naming the file.
-void write_token_shard(const std::string& path, const std::vector<std::uint32_t>& ids);
+void write_token_shard(const std::string& path, std::span<const std::uint32_t> ids);
 
 }  // namespace diloco::inner
