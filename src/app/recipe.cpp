@@ -137,6 +137,29 @@ Recipe validate(const toml::table& root, const std::string& source, const std::s
                         std::to_string(r.sync.overlap_steps) + ") must be at most sync.H / sync.fragments (" +
                         std::to_string(r.sync.H / r.sync.fragments) + "), so one fragment is in flight at a time");
   }
+  if (r.sync.mode == outer::SyncMode::kDataParallel) {
+    // Data parallelism has no rounds of local steps to overlap or schedule and
+    // no outer optimizer: keys that would do nothing are refused when set to
+    // anything but their defaults (which the effective recipe lists).
+    const Recipe d;
+    const std::pair<const char*, bool> refused[] = {
+        {"sync.overlap", r.sync.overlap != d.sync.overlap},
+        {"sync.schedule", r.sync.schedule_mode != d.sync.schedule_mode},
+        {"sync.fragments", r.sync.fragments != d.sync.fragments},
+        {"sync.overlap_steps", r.sync.overlap_steps != d.sync.overlap_steps},
+        {"outer.optimizer", r.outer.kind != d.outer.kind},
+        {"outer.lr", r.outer.lr != d.outer.lr},
+        {"outer.momentum", r.outer.momentum != d.outer.momentum},
+        {"outer.max_update_norm_ratio", r.max_update_norm_ratio != d.max_update_norm_ratio}};
+    for (const auto& [dotted, set] : refused) {
+      if (!set) continue;
+      const std::string key(dotted);
+      const auto dot = key.find('.');
+      throw RecipeError(locate(key.substr(0, dot), key.substr(dot + 1)) + ": " + key +
+                        " does not apply to sync.mode = \"data-parallel\" (gradients are averaged every inner "
+                        "step, with no outer optimizer; sync.H only sets how many steps make one round of metrics)");
+    }
+  }
   if (r.devices.outer_state_on_device && r.devices.device == inner::DeviceSetting::kCuda)
     throw RecipeError(locate("outer", "state_device") +
                       ": outer.state_device = \"same\" is not possible with run.device = \"cuda\": the outer "

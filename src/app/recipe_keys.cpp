@@ -199,6 +199,10 @@ const std::vector<Key>& keys() {
     k.push_back(top_number_key("outer", "max_update_norm_ratio", &R::max_update_norm_ratio, non_negative,
                                ">= 0 (0 turns the outlier check off)"));
 
+    k.push_back(enum_key("sync", "mode", &R::sync, &outer::SyncConfig::mode,
+                         std::vector<std::pair<std::string, outer::SyncMode>>{
+                             {"diloco", outer::SyncMode::kDiLoCo},
+                             {"data-parallel", outer::SyncMode::kDataParallel}}));
     k.push_back(integer_key("sync", "H", &R::sync, &outer::SyncConfig::H, 1, 1 << 30));
     k.push_back(enum_key("sync", "schedule", &R::sync, &outer::SyncConfig::schedule_mode,
                          std::vector<std::pair<std::string, outer::ScheduleMode>>{

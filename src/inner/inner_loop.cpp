@@ -87,9 +87,9 @@ struct InnerLoop::Impl {
       offset += n;
     }
     num_params = static_cast<std::size_t>(total);
-    const auto host = torch::TensorOptions().dtype(torch::kFloat).pinned_memory(torch::cuda::is_available());
-    if (device.is_cuda() || device_config.stage_params) host_params = torch::empty({total}, host);
-    if (device.is_cuda()) host_grads = torch::empty({total + 1}, host);
+    if (device.is_cuda() || device_config.stage_params) host_params = torch::empty({total}, pinned_host());
+    // Only where the group reduces host memory; a gradient sync allocates its own when set.
+    if (device.is_cuda() && !group.reduces_device_memory()) host_grads = torch::empty({total + 1}, pinned_host());
   }
 
   // The host copy of the parameters (staged runs): brought up to date before
@@ -115,6 +115,25 @@ struct InnerLoop::Impl {
     } else {
       group.sum(std::span<float>(flat_grads.data_ptr<float>(), num_params + 1));
     }
+  }
+
+  // The wider average, on host memory. A replica whose loss is not finite
+  // says so through its gradients, so every replica of the sync skips alike.
+  void sync_wider(torch::Tensor grads, bool loss_finite) {
+    if (!loss_finite) grads[0].fill_(std::numeric_limits<float>::quiet_NaN());
+    if (!device.is_cuda()) {
+      gradient_sync->sync(std::span<float>(grads.data_ptr<float>(), num_params), step);
+      return;
+    }
+    if (!host_grads.defined()) host_grads = torch::empty({flat_grads.numel()}, pinned_host());
+    auto host = host_grads.narrow(0, 0, static_cast<std::int64_t>(num_params));
+    host.copy_(grads);
+    gradient_sync->sync(std::span<float>(host.data_ptr<float>(), num_params), step);
+    grads.copy_(host, /*non_blocking=*/true);
+  }
+
+  static torch::TensorOptions pinned_host() {
+    return torch::TensorOptions().dtype(torch::kFloat).pinned_memory(torch::cuda::is_available());
   }
 
   // Forward passes run inside this scope (bf16 autocast, or nothing).
@@ -153,6 +172,7 @@ struct InnerLoop::Impl {
     }
     const double mean_loss = flat_grads[static_cast<std::int64_t>(num_params)].item<double>();
     auto grads = flat_grads.narrow(0, 0, static_cast<std::int64_t>(num_params));
+    if (gradient_sync) sync_wider(grads, std::isfinite(mean_loss));
     const double norm = grads.norm().item<double>();
     // Every replica sees the same averaged values, so all skip together.
     if (!std::isfinite(mean_loss) || !std::isfinite(norm)) {
@@ -182,7 +202,8 @@ struct InnerLoop::Impl {
   std::int64_t step = 0;
   double slowdown = 1.0;
   torch::Tensor host_params;  // staged runs only
-  torch::Tensor host_grads;   // CUDA with a host-memory group only
+  torch::Tensor host_grads;   // CUDA with a host-memory group or a gradient sync only
+  GradientSync* gradient_sync = nullptr;
   bool host_current = false;  // host_params equals the model's parameters
   bool host_written = false;  // host_params was handed out since the last push
 };
@@ -261,6 +282,8 @@ std::vector<InnerLoop::Layer> InnerLoop::layers() const {
   }
   return out;
 }
+
+void InnerLoop::set_gradient_sync(GradientSync* sync) { impl_->gradient_sync = sync; }
 
 void InnerLoop::set_slowdown(double factor) { impl_->slowdown = factor; }
 

@@ -40,6 +40,19 @@ class SoloGroup final : public ReplicaGroup {
   void sum(std::span<double>) override {}
 };
 
+// A wider average of each step's gradients than the group's: across sites,
+// for data-parallel training. It runs after the group's average and before
+// clipping, on host memory, and must leave the same values on every replica
+// it spans; values that are not finite there make every replica skip the
+// step (as a non-finite gradient does within a group).
+class GradientSync {
+ public:
+  virtual ~GradientSync() = default;
+  // `step` is the inner step (it varies stochastic rounding, and a resumed
+  // run passes the steps it would have passed).
+  virtual void sync(std::span<float> grads, std::int64_t step) = 0;
+};
+
 struct InnerOptimConfig {
   double lr = 4e-4;  // DiLoCo's inner AdamW learning rate
   std::int64_t warmup_steps = 1000;
@@ -99,6 +112,10 @@ class InnerLoop {
 
   // Runs `steps` optimizer steps. `on_step(i, loss)` is called after each.
   InnerStats run(int steps, const std::function<void(int, double)>& on_step = {});
+
+  // Sets (or, with nullptr, clears) the gradient sync every step runs after
+  // the group's average; it must outlive its use.
+  void set_gradient_sync(GradientSync* sync);
 
   // Makes every step take `factor` times its compute time by sleeping the
   // rest: a slower device, for tests of heterogeneous sites. 1 turns it off.

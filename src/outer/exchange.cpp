@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "outer/clock.h"
@@ -132,7 +133,13 @@ std::vector<double> Exchange::agree_shares(std::span<const float> delta, const S
   return normalized_shares(weights, steps);
 }
 
-void Exchange::decode_into(std::span<const std::byte> payload, std::span<float> acc, float weight, int site) const {
+void Exchange::decode_into(std::span<const std::byte> payload, std::span<float> acc, float weight, int site,
+                           bool markers, ExchangeStats& stats) const {
+  if (markers && payload.empty()) {  // the values behind it were not finite
+    std::fill(acc.begin(), acc.end(), std::numeric_limits<float>::quiet_NaN());
+    note_non_finite(site, stats);
+    return;
+  }
   const auto err = codec_->decode_accumulate(payload, acc, weight);
   if (err != compression::DecodeError::kOk)
     throw ExchangeError("pseudo-gradient from site " + std::to_string(site) +
@@ -140,43 +147,87 @@ void Exchange::decode_into(std::span<const std::byte> payload, std::span<float> 
                         site);
 }
 
+std::uint64_t Exchange::seed_of(std::int64_t round) const {
+  return mix(mix(options_.seed ^ static_cast<std::uint64_t>(round)) ^ static_cast<std::uint64_t>(leaders_.rank()));
+}
+
 ExchangeStats Exchange::average(std::span<float> delta, const SiteUpdate& mine, std::int64_t round) {
   const auto start = std::chrono::steady_clock::now();
   const auto sent_before = leaders_.traffic().bytes_sent;
   ExchangeStats stats;
-  const int me = leaders_.rank();
-  const std::uint64_t seed = mix(mix(options_.seed ^ static_cast<std::uint64_t>(round)) ^ static_cast<std::uint64_t>(me));
-
   const auto agree_start = std::chrono::steady_clock::now();
   const auto exact_shares = agree_shares(delta, mine, stats.excluded);
   stats.agree_seconds = seconds_since(agree_start);
   if (std::all_of(exact_shares.begin(), exact_shares.end(), [](double s) { return s <= 0.0; }))
     throw ExchangeError("no site has a usable pseudo-gradient this round", -1);
   std::vector<float> shares(exact_shares.begin(), exact_shares.end());
-
-  // Error feedback: transmit decode(encode(delta + residual)); keep the rest.
-  if (options_.error_feedback && shares[me] > 0.0f) {
-    if (!feedback_) feedback_.emplace(delta.size(), options_.error_feedback_decay);
-    if (feedback_->encode(*codec_, delta, payload_, delta, seed) != compression::EncodeError::kOk)
-      throw ExchangeError("cannot encode this site's pseudo-gradient", me);
-  }
-
-  stats.algorithm = choose(delta.size());
-  if (stats.algorithm == ExchangeAlgorithm::kRing) ring_average(delta, shares, seed, stats);
-  else all_gather_average(delta, shares, seed, stats);
-
+  transmit(delta, shares, seed_of(round), stats, /*markers=*/false);
   stats.payload_bytes = leaders_.traffic().bytes_sent - sent_before;
   stats.seconds = seconds_since(start);
   return stats;
 }
 
+ExchangeStats Exchange::mean(std::span<float> values, std::span<const float> shares, std::int64_t round) {
+  if (shares.size() != static_cast<std::size_t>(leaders_.size()))
+    throw std::invalid_argument("Exchange::mean needs one share per site");
+  const auto start = std::chrono::steady_clock::now();
+  const auto sent_before = leaders_.traffic().bytes_sent;
+  ExchangeStats stats;
+  std::vector<float> fixed(shares.begin(), shares.end());
+  const bool finite = compression::all_finite(values);
+  transmit(values, fixed, seed_of(round), stats, /*markers=*/true);
+  if (!finite || std::any_of(stats.excluded.begin(), stats.excluded.end(),
+                             [](const ExcludedSite& e) { return e.reason == Exclusion::kNonFinite; }))
+    std::fill(values.begin(), values.end(), std::numeric_limits<float>::quiet_NaN());
+  stats.payload_bytes = leaders_.traffic().bytes_sent - sent_before;
+  stats.seconds = seconds_since(start);
+  return stats;
+}
+
+// Error feedback, then the algorithm: `delta` becomes the shares' sum. With
+// `markers`, values that cannot be encoded (not finite) go out as empty
+// payloads, which every receiver reads as "not finite" (mean() then gives
+// NaN everywhere); without, they are an error.
+void Exchange::transmit(std::span<float> delta, std::vector<float>& shares, std::uint64_t seed, ExchangeStats& stats,
+                        bool markers) {
+  const int me = leaders_.rank();
+  // Error feedback: transmit decode(encode(delta + residual)); keep the rest.
+  // Values that are not finite leave the residual alone.
+  if (options_.error_feedback && shares[me] > 0.0f && (!markers || compression::all_finite(delta))) {
+    if (!feedback_) feedback_.emplace(delta.size(), options_.error_feedback_decay);
+    if (feedback_->encode(*codec_, delta, payload_, delta, seed) != compression::EncodeError::kOk)
+      throw ExchangeError("cannot encode this site's pseudo-gradient", me);
+  }
+  stats.algorithm = choose(delta.size());
+  if (stats.algorithm == ExchangeAlgorithm::kRing) ring_average(delta, shares, seed, stats, markers);
+  else all_gather_average(delta, shares, seed, stats, markers);
+}
+
+// payload_ = encode(values). Values that are not finite leave it empty (a
+// marker) when markers are in use, and are an error otherwise.
+void Exchange::encode(std::span<const float> values, std::uint64_t seed, bool markers, const char* what) {
+  payload_.clear();
+  if (codec_->encode(values, payload_, seed) == compression::EncodeError::kOk) return;
+  if (!markers) throw ExchangeError(std::string("cannot encode ") + what, leaders_.rank());
+  payload_.clear();
+}
+
+void Exchange::note_non_finite(int site, ExchangeStats& stats) {
+  const ExcludedSite e{site, Exclusion::kNonFinite};
+  if (std::find(stats.excluded.begin(), stats.excluded.end(), e) == stats.excluded.end()) stats.excluded.push_back(e);
+}
+
 // Every site decodes the very same bytes, so every site reaches the same
 // verdict on a bad payload without a vote.
 void Exchange::accumulate_part(const std::vector<std::vector<std::byte>>& payloads, std::span<float> values,
-                               std::vector<float>& shares, ExchangeStats& stats) const {
+                               std::vector<float>& shares, ExchangeStats& stats, bool markers) const {
   double total = 0.0, kept = 0.0;
   for (std::size_t s = 0; s < payloads.size(); ++s) {
     if (shares[s] <= 0.0f) continue;
+    if (markers && payloads[s].empty()) {  // not finite: the caller makes the whole result NaN
+      note_non_finite(static_cast<int>(s), stats);
+      continue;
+    }
     total += shares[s];
     const auto err = codec_->decode_accumulate(payloads[s], values, shares[s]);
     if (err == compression::DecodeError::kOk) {
@@ -194,7 +245,7 @@ void Exchange::accumulate_part(const std::vector<std::vector<std::byte>>& payloa
 }
 
 void Exchange::all_gather_average(std::span<float> delta, std::vector<float>& shares, std::uint64_t seed,
-                                  ExchangeStats& stats) {
+                                  ExchangeStats& stats, bool markers) {
   const int me = leaders_.rank();
   const std::size_t granule = codec_->split_granule();
   std::size_t part = delta.size();
@@ -209,13 +260,11 @@ void Exchange::all_gather_average(std::span<float> delta, std::vector<float>& sh
     const std::size_t first = p * part;
     auto values = delta.subspan(first, std::min(part, delta.size() - first));
     payload_.clear();
-    if (shares[me] > 0.0f && codec_->encode(values, payload_, parts == 1 ? seed : mix(seed + p)) !=
-                                 compression::EncodeError::kOk)
-      throw ExchangeError("cannot encode this site's pseudo-gradient", me);
+    if (shares[me] > 0.0f) encode(values, parts == 1 ? seed : mix(seed + p), markers, "this site's pseudo-gradient");
     if (options_.tamper && shares[me] > 0.0f) options_.tamper(payload_);
     auto payloads = timed_all_gather(payload_, stats);
     std::fill(values.begin(), values.end(), 0.0f);
-    accumulate_part(payloads, values, shares, stats);
+    accumulate_part(payloads, values, shares, stats, markers);
   }
   if (parts > 1) {
     payload_.clear();
@@ -224,7 +273,7 @@ void Exchange::all_gather_average(std::span<float> delta, std::vector<float>& sh
 }
 
 void Exchange::ring_average(std::span<float> delta, const std::vector<float>& shares, std::uint64_t seed,
-                            ExchangeStats& stats) {
+                            ExchangeStats& stats, bool markers) {
   const int n = leaders_.size();
   const int me = leaders_.rank();
   const int next = (me + 1) % n;
@@ -239,30 +288,26 @@ void Exchange::ring_average(std::span<float> delta, const std::vector<float>& sh
     const int send_chunk = ((me - step) % n + n) % n;
     const int recv_chunk = ((me - step - 1) % n + n) % n;
     auto [sb, se] = chunk(delta.size(), n, send_chunk);
-    if (codec_->encode(std::span<const float>(partial).subspan(sb, se - sb), payload_, mix(seed + step)) !=
-        compression::EncodeError::kOk)
-      throw ExchangeError("cannot encode a ring chunk", me);
+    encode(std::span<const float>(partial).subspan(sb, se - sb), mix(seed + step), markers, "a ring chunk");
     const auto hop_start = std::chrono::steady_clock::now();
     auto incoming = leaders_.send_recv(payload_, next, prev, kRingTag + step);
     stats.transfer_seconds += seconds_since(hop_start);
     stats.transfer_messages += 1;
     stats.critical_bytes += std::max(payload_.size(), incoming.size());
     auto [rb, re] = chunk(delta.size(), n, recv_chunk);
-    decode_into(incoming, std::span<float>(partial).subspan(rb, re - rb), 1.0f, prev);
+    decode_into(incoming, std::span<float>(partial).subspan(rb, re - rb), 1.0f, prev, markers, stats);
   }
 
   // All-gather of the reduced chunks: each owner encodes once and every site,
   // the owner included, decodes those same bytes.
   const int owned = (me + 1) % n;
   auto [ob, oe] = chunk(delta.size(), n, owned);
-  if (codec_->encode(std::span<const float>(partial).subspan(ob, oe - ob), payload_, mix(seed + n)) !=
-      compression::EncodeError::kOk)
-    throw ExchangeError("cannot encode the reduced chunk", me);
+  encode(std::span<const float>(partial).subspan(ob, oe - ob), mix(seed + n), markers, "the reduced chunk");
   auto reduced = timed_all_gather(payload_, stats);
   std::fill(delta.begin(), delta.end(), 0.0f);
   for (int s = 0; s < n; ++s) {
     auto [b, e] = chunk(delta.size(), n, (s + 1) % n);
-    decode_into(reduced[s], delta.subspan(b, e - b), 1.0f, s);
+    decode_into(reduced[s], delta.subspan(b, e - b), 1.0f, s, markers, stats);
   }
 }
 

@@ -104,6 +104,14 @@ class Exchange {
   // makes stochastic rounding differ between rounds.
   ExchangeStats average(std::span<float> delta, const SiteUpdate& mine, std::int64_t round = 0);
 
+  // Data parallelism: replaces `values` with sum_i shares[i] * values_i over
+  // every site, the shares fixed beforehand and the same on every site (no
+  // agreement message). If any site's values are not finite, every site gets
+  // NaN values (and all skip the step alike); a payload that fails its checks
+  // leaves its site out, the rest rescaled, as average() does. `round`
+  // varies stochastic rounding.
+  ExchangeStats mean(std::span<float> values, std::span<const float> shares, std::int64_t round);
+
   // The algorithm `kAuto` picks for `count` elements on this many sites.
   ExchangeAlgorithm choose(std::size_t count) const;
 
@@ -117,17 +125,25 @@ class Exchange {
   // Every site's share of the average (0: excluded, and why in `excluded`).
   std::vector<double> agree_shares(std::span<const float> delta, const SiteUpdate& mine,
                                    std::vector<ExcludedSite>& excluded);
+  std::uint64_t seed_of(std::int64_t round) const;
+  void transmit(std::span<float> delta, std::vector<float>& shares, std::uint64_t seed, ExchangeStats& stats,
+                bool markers);
+  void encode(std::span<const float> values, std::uint64_t seed, bool markers, const char* what);
   void all_gather_average(std::span<float> delta, std::vector<float>& shares, std::uint64_t seed,
-                          ExchangeStats& stats);
+                          ExchangeStats& stats, bool markers);
   void ring_average(std::span<float> delta, const std::vector<float>& shares, std::uint64_t seed,
-                    ExchangeStats& stats);
+                    ExchangeStats& stats, bool markers);
+  static void note_non_finite(int site, ExchangeStats& stats);
   std::vector<std::vector<std::byte>> timed_all_gather(std::span<const std::byte> mine, ExchangeStats& stats);
-  void decode_into(std::span<const std::byte> payload, std::span<float> acc, float weight, int site) const;
+  // With `markers`, an empty payload stands for values that were not finite:
+  // `acc` becomes NaN.
+  void decode_into(std::span<const std::byte> payload, std::span<float> acc, float weight, int site, bool markers,
+                   ExchangeStats& stats) const;
   // Decodes every usable site's payload of one part into `values`. A payload
   // that fails to decode writes nothing; its sender is left out of this part
   // (the others' sum is rescaled to the full weight) and of every later part.
   void accumulate_part(const std::vector<std::vector<std::byte>>& payloads, std::span<float> values,
-                       std::vector<float>& shares, ExchangeStats& stats) const;
+                       std::vector<float>& shares, ExchangeStats& stats, bool markers) const;
 
   comm::Communicator& leaders_;
   std::unique_ptr<compression::Codec> codec_;

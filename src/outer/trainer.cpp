@@ -44,21 +44,6 @@ void accumulate(inner::InnerStats& total, const inner::InnerStats& more) {
 
 }  // namespace
 
-void Trainer::RoundSync::add(const ExchangeStats& s) {
-  exchange_s += s.seconds;
-  agree_s = agree_s > 0.0 ? std::min(agree_s, s.agree_seconds) : s.agree_seconds;
-  peak_bytes = std::max(peak_bytes, s.payload_bytes);
-  excluded.insert(excluded.end(), s.excluded.begin(), s.excluded.end());
-  // Timing parts add up over the round's exchanges; the report plans from them.
-  const ExchangeStats before = last;
-  last = s;
-  last.seconds += before.seconds;
-  last.agree_seconds += before.agree_seconds;
-  last.transfer_seconds += before.transfer_seconds;
-  last.transfer_messages += before.transfer_messages;
-  last.critical_bytes += before.critical_bytes;
-}
-
 Trainer::Trainer(comm::SiteComms& comms, inner::InnerLoop& inner, const OuterParts& parts,
                  const OuterConfig& outer_config, const SyncConfig& sync, const EvalConfig& eval,
                  CheckpointConfig checkpoint, FaultConfig faults)
@@ -76,7 +61,13 @@ Trainer::Trainer(comm::SiteComms& comms, inner::InnerLoop& inner, const OuterPar
     throw std::invalid_argument("sync.overlap_steps (" + std::to_string(sync_.overlap_steps) +
                                 ") must be at most sync.H / sync.fragments (" +
                                 std::to_string(sync_.H / sync_.fragments) + ") so one fragment is in flight at a time");
-  if (!comms_.topology.is_leader()) return;
+  const bool data_parallel = sync_.mode == SyncMode::kDataParallel;
+  if (data_parallel && (sync_.overlap != OverlapMode::kNone || sync_.schedule_mode != ScheduleMode::kFixed))
+    throw std::invalid_argument("data-parallel sync exchanges every step: it takes no overlap and a fixed H");
+  if (!comms_.topology.is_leader()) {
+    if (data_parallel) install_data_parallel(nullptr);
+    return;
+  }
   if (!parts.exchange || !parts.optimizer || !comms_.leaders)
     throw std::invalid_argument("a site leader needs exchange and optimizer factories and the leaders communicator");
   // The comm thread gets its own communicator, so its messages never meet the
@@ -94,9 +85,18 @@ Trainer::Trainer(comm::SiteComms& comms, inner::InnerLoop& inner, const OuterPar
     f.delta.resize(span.count);
     syncs_.push_back(std::move(f));
   }
+  if (data_parallel) install_data_parallel(syncs_.front().exchange.get());
+}
+
+// Every inner step then averages its gradients over all sites, through the
+// leader's exchange (so its codec state is checkpointed with the others).
+void Trainer::install_data_parallel(Exchange* exchange) {
+  data_parallel_ = std::make_unique<DataParallelSync>(comms_, exchange);
+  inner_.set_gradient_sync(data_parallel_.get());
 }
 
 Trainer::~Trainer() {
+  if (data_parallel_) inner_.set_gradient_sync(nullptr);
   // An exchange still in flight (an error unwound the round) finishes before
   // its buffers go away; the wait is timed like any other.
   comm::Watchdog::Guard guard(comms_.leaders ? comms_.leaders->watchdog() : nullptr, "an exchange in flight (unwinding)");
@@ -134,7 +134,7 @@ RunSummary Trainer::run(const Hooks& hooks) {
     RoundSync sync;
     const auto stats = sync_.overlap == OverlapMode::kStreaming ? run_streaming_round(round, hooks, sync)
                                                                 : run_steps(round, H_, 0, hooks);
-    metrics.compute_s += stats.seconds;
+    metrics.compute_s += stats.seconds - collect_data_parallel(sync);
     // Agreed before the exchange, so a delayed exchange can drain into the
     // checkpoint. Every rank meets here after its inner steps, so the time
     // this takes is the wait for the slowest one.
@@ -146,12 +146,13 @@ RunSummary Trainer::run(const Hooks& hooks) {
 
     const auto sync_start = std::chrono::steady_clock::now();
     if (comms_.topology.is_leader()) {
-      if (sync_.overlap == OverlapMode::kNone) sync_blocking(stats, round, sync);
+      if (data_parallel_) global_.assign(inner_.params().begin(), inner_.params().end());  // one model everywhere
+      else if (sync_.overlap == OverlapMode::kNone) sync_blocking(stats, round, sync);
       else if (sync_.overlap == OverlapMode::kDelayed) sync_delayed(stats, round, last || checkpoint_now, sync);
       else if (last) std::memcpy(inner_.params().data(), global_.data(), global_.size() * sizeof(float));
       report(stats, sync, metrics);
     }
-    if (sync_.overlap != OverlapMode::kStreaming || last) adopt_global();
+    if (!data_parallel_ && (sync_.overlap != OverlapMode::kStreaming || last)) adopt_global();
     share_next_H(metrics);
     const double exposed = seconds_since(sync_start) + sync.exposed_s;
     metrics.exposed_comm_s += exposed;
@@ -312,106 +313,14 @@ bool Trainer::agree_stop(const Hooks& hooks) {
   return votes > 0.0;
 }
 
-// Leaders share what rank 0 reports (loss, tokens, bytes sent so far) and
-// what the schedule plans from (step and sync times); every leader sees the
-// same reports, so every leader plans the same H.
-void Trainer::report(const inner::InnerStats& stats, const RoundSync& sync, RoundMetrics& metrics) {
-  const ExchangeStats& exchanged = sync.last;
-  metrics.excluded = sync.excluded;
-  metrics.excluded_total += static_cast<std::int64_t>(sync.excluded.size());
-  metrics.peak_exchange_bytes = sync.peak_bytes;
-
-  comm::Communicator& leaders = *comms_.leaders;
-  const bool excluded = std::any_of(metrics.excluded.begin(), metrics.excluded.end(),
-                                    [&](const ExcludedSite& e) { return e.site == comms_.topology.site; });
-  // The comm thread's counter is not read while it may be counting; its
-  // exchanges are added up as they finish instead.
-  const auto sent_so_far = leaders.traffic().bytes_sent + exchanged_bytes_;
-  SiteReport mine{excluded ? 0.0 : stats.mean_loss,
-                  excluded ? 0.0 : static_cast<double>(stats.tokens),
-                  static_cast<double>(sent_so_far),
-                  stats.steps > 0 ? stats.seconds / stats.steps : 0.0,
-                  sync.exchange_s,
-                  last_report_s_,
-                  sync.agree_s,
-                  static_cast<double>(stats.steps),
-                  exchanged.transfer_seconds,
-                  static_cast<double>(exchanged.transfer_messages),
-                  static_cast<double>(exchanged.critical_bytes)};
-  const auto before_report = leaders.traffic().bytes_sent;
-  const auto report_start = std::chrono::steady_clock::now();
-  auto reports = leaders.all_gather(std::as_bytes(std::span<const SiteReport>(&mine, 1)));
-  last_report_s_ = seconds_since(report_start);
-  // Every leader sends the same-sized report, so this one's cost times the
-  // number of sites completes the count (and a resumed run counts the same).
-  const double report_bytes = static_cast<double>(leaders.traffic().bytes_sent - before_report) *
-                              static_cast<double>(reports.size());
-  double loss_weighted = 0.0;
-  double tokens = 0.0;
-  double bytes = 0.0;
-  double slowest_step = 0.0;
-  auto& site_step_s = metrics.site_step_s;
-  site_step_s.clear();
-  metrics.site_steps.clear();
-  double quickest_exchange = std::numeric_limits<double>::infinity();
-  double quickest_report = std::numeric_limits<double>::infinity();
-  double quickest_agree = std::numeric_limits<double>::infinity();
-  SiteReport quickest_transfer{};
-  quickest_transfer.transfer_s = std::numeric_limits<double>::infinity();
-  for (const auto& raw : reports) {
-    SiteReport r;
-    if (raw.size() != sizeof(SiteReport)) throw std::runtime_error("malformed site report");
-    std::memcpy(&r, raw.data(), sizeof(SiteReport));
-    loss_weighted += r.mean_loss * r.tokens;
-    tokens += r.tokens;
-    bytes += r.bytes_sent;
-    slowest_step = std::max(slowest_step, r.step_s);
-    site_step_s.push_back(r.step_s);
-    metrics.site_steps.push_back(static_cast<int>(r.steps));
-    // The last site to arrive waits for nobody: its time is the sync itself.
-    quickest_exchange = std::min(quickest_exchange, r.exchange_s);
-    // This gather's own cost is only known afterwards; the last round's stands in.
-    quickest_report = std::min(quickest_report, r.report_s);
-    quickest_agree = std::min(quickest_agree, r.agree_s);
-    if (r.transfer_s < quickest_transfer.transfer_s) quickest_transfer = r;  // waited least on others
-  }
-  metrics.step_s = slowest_step;
-  metrics.sync_s = quickest_exchange + quickest_report;
-  scheduler_.observe(site_step_s, metrics.sync_s);
-  const Plan plan = scheduler_.advance();
-  H_ = scheduler_.site_H(comms_.topology.site);
-  metrics.next_site_H = plan.site_H;
-  // Tiny gathers: the last leader to arrive waits for nobody, so the
-  // quickest leader's time is one message's latency (plus noise the tracker
-  // filters out).
-  link_tracker_.observe_latency(quickest_agree);
-  link_tracker_.observe_latency(quickest_report);
-  link_tracker_.observe_transfer(static_cast<std::size_t>(quickest_transfer.critical_bytes),
-                                 static_cast<int>(quickest_transfer.transfer_messages), quickest_transfer.transfer_s);
-  if (link_tracker_.known()) metrics.link = link_tracker_.estimate();
-  metrics.train_loss = tokens > 0 ? loss_weighted / tokens : 0.0;
-  metrics.tokens += static_cast<std::int64_t>(tokens);
-  metrics.bytes_sent = restored_.bytes_sent + static_cast<std::uint64_t>(bytes + report_bytes);
-  reprobe(metrics);
-}
-
-// Every sync.reprobe_every rounds the leaders measure every pair actively;
-// the passive estimate restarts from the slowest pair.
-void Trainer::reprobe(RoundMetrics& metrics) {
-  metrics.probed.clear();
-  if (sync_.reprobe_every <= 0 || metrics.round % sync_.reprobe_every != 0 || comms_.leaders->size() < 2) return;
-  // Its bytes count in the next round's total (the traffic counters are cumulative).
-  metrics.probed = comm::probe_links(*comms_.leaders);
-  link_tracker_.seed(bottleneck(metrics.probed));
-  metrics.link = link_tracker_.estimate();
-}
-
-// The leader tells its site the H it planned for the next round.
-void Trainer::share_next_H(RoundMetrics& metrics) {
-  std::int64_t h = H_;
-  comm::broadcast_values(*comms_.site, std::span<std::int64_t>(&h, 1), 0);
-  H_ = static_cast<int>(h);
-  metrics.next_H = H_;
+// Data-parallel: this round's per-step exchanges join its sync figures;
+// returns the time the inner steps spent in them (communication, not compute).
+double Trainer::collect_data_parallel(RoundSync& sync) {
+  if (!data_parallel_) return 0.0;
+  auto totals = data_parallel_->take();
+  for (const auto& e : totals.exchanges) sync.add(e);
+  sync.exposed_s += totals.seconds;
+  return totals.seconds;
 }
 
 // Every rank of the site takes the leader's parameters.

@@ -15,6 +15,7 @@
 #include "comm/link_probe.h"
 #include "comm/topology.h"
 #include "inner/inner_loop.h"
+#include "outer/data_parallel.h"
 #include "outer/exchange.h"
 #include "outer/fragments.h"
 #include "outer/link_tracker.h"
@@ -30,8 +31,15 @@ enum class OverlapMode {
   kStreaming,  // Streaming DiLoCo: fragments synced at staggered steps, each overlapping tau steps
 };
 
+// What crosses the links between sites.
+enum class SyncMode {
+  kDiLoCo,        // pseudo-gradients every H inner steps, then the outer step
+  kDataParallel,  // every inner step's gradients (one model, AdamW applied identically everywhere)
+};
+
 struct SyncConfig {
-  int H = 50;  // inner steps per round (the first round's, when scheduled)
+  SyncMode mode = SyncMode::kDiLoCo;
+  int H = 50;  // inner steps per round (the first round's, when scheduled); data-parallel: steps per report
   OverlapMode overlap = OverlapMode::kNone;
   int fragments = 1;       // streaming: contiguous groups of layers synced in turn
   int overlap_steps = 0;   // streaming: inner steps (tau) each fragment's exchange overlaps
@@ -155,7 +163,9 @@ class Trainer {
   };
 
   // `parts` is used on site leaders only. Throws std::invalid_argument when
-  // the sync settings do not fit the model (more fragments than layers).
+  // the sync settings do not fit the model (more fragments than layers) or
+  // each other (data-parallel with overlap or a scheduled H). Data-parallel
+  // installs its gradient sync in `inner` for the trainer's lifetime.
   Trainer(comm::SiteComms& comms, inner::InnerLoop& inner, const OuterParts& parts, const OuterConfig& outer_config,
           const SyncConfig& sync, const EvalConfig& eval, CheckpointConfig checkpoint = {}, FaultConfig faults = {});
   ~Trainer();
@@ -225,6 +235,8 @@ class Trainer {
   void inject_faults(std::span<float> delta, int round) const;
   void finish(FragmentSync& f, RoundSync& sync);
   void report(const inner::InnerStats& stats, const RoundSync& sync, RoundMetrics& metrics);
+  void install_data_parallel(Exchange* exchange);
+  double collect_data_parallel(RoundSync& sync);
   void adopt_global();
   void adopt_fragment(const Fragment& f);
   void share_next_H(RoundMetrics& metrics);
@@ -247,6 +259,7 @@ class Trainer {
   std::vector<FragmentSync> syncs_;     // leaders: one per fragment
   std::unique_ptr<comm::Communicator> exchange_comm_;  // leaders, overlap modes: the comm thread's
   std::unique_ptr<comm::CommThread> comm_thread_;
+  std::unique_ptr<DataParallelSync> data_parallel_;  // data-parallel mode only
   std::vector<float> round_start_;      // delayed: local params when the round began
   std::int64_t tokens_per_step_ = 0;
   std::uint64_t exchanged_bytes_ = 0;   // sent by the comm thread's exchanges that finished

@@ -217,3 +217,21 @@ TEST(RecipeTest, DataFormatKeysParseAndReadBack) {
   EXPECT_NE(error_of("[data]\ntokenizer = \"m.model\"\n").find("data.tokenizer applies to data.format = \"text\" only"),
             std::string::npos);
 }
+
+TEST(RecipeTest, DataParallelModeRefusesKeysItHasNoUseFor) {
+  const std::string dp = "[sync]\nmode = \"data-parallel\"\nH = 4\n";
+  Recipe r = parse_recipe(dp, "t.toml", {});
+  EXPECT_EQ(r.sync.mode, diloco::outer::SyncMode::kDataParallel);
+  // Its effective recipe (defaults listed) reads back.
+  EXPECT_EQ(diloco::app::to_toml(parse_recipe(diloco::app::to_toml(r), "effective.toml", {})), diloco::app::to_toml(r));
+  for (const std::string set : {"sync.overlap=delayed", "sync.schedule=overhead", "outer.lr=0.5", "outer.optimizer=sgd",
+                                "outer.momentum=0.5", "sync.fragments=2", "outer.max_update_norm_ratio=0"}) {
+    const auto e = error_of(dp, {set});
+    const auto key = set.substr(0, set.find('='));
+    EXPECT_NE(e.find(key + " does not apply to sync.mode = \"data-parallel\""), std::string::npos) << set << ": " << e;
+    EXPECT_NE(e.find("--set " + key), std::string::npos) << e;
+  }
+  const auto e = error_of("[sync]\nmode = \"data-parallel\"\n[outer]\nlr = 0.5\n");
+  EXPECT_NE(e.find("test.toml:4"), std::string::npos) << e;
+  EXPECT_NE(error_of("[sync]\nmode = \"ddp\"\n").find("sync.mode"), std::string::npos);
+}

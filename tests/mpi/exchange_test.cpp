@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "comm/mpi_communicator.h"
@@ -307,6 +308,56 @@ TEST(ExchangeTest, PartsCutAtBlocksAverageExactlyLikeOneWholePayload) {
     } else {
       EXPECT_GT(part_stats.transfer_messages, whole_stats.transfer_messages + 8) << codec;
       EXPECT_LT(part_stats.critical_bytes, whole_stats.critical_bytes * 2) << codec;  // same bytes in all, in parts
+    }
+  }
+}
+
+// Data parallelism: fixed shares, no agreement message; the result equals
+// the shares' sum on every site, and one site's non-finite values make every
+// site's result NaN (so all skip the step), with either algorithm and with
+// error feedback, whose residual the bad values do not touch.
+TEST(ExchangeTest, MeanWithFixedSharesAndNonFiniteValuesEverywhereAlike) {
+  auto world = comm::MpiCommunicator::world();
+  const int n = world->size();
+  const std::size_t count = 1001;
+  std::vector<float> shares;
+  for (int s = 0; s < n; ++s) shares.push_back(static_cast<float>(s + 1) / static_cast<float>(n * (n + 1) / 2));
+  std::vector<float> exact(count, 0.0f);
+  for (int s = 0; s < n; ++s) {
+    auto d = site_delta(s, count);
+    for (std::size_t i = 0; i < count; ++i) exact[i] += shares[s] * d[i];
+  }
+  for (auto algorithm : {outer::ExchangeAlgorithm::kAllGather, outer::ExchangeAlgorithm::kRing}) {
+    for (const char* codec : {"none", "int8"}) {
+      const bool lossy = std::string(codec) != "none";
+      outer::Exchange exchange(*world, compression::make_codec(codec), {algorithm, lossy});
+      const auto sent_before = world->traffic().bytes_sent;
+      auto values = site_delta(world->rank(), count);
+      auto stats = exchange.mean(values, shares, 1);
+      EXPECT_TRUE(stats.excluded.empty());
+      EXPECT_EQ(stats.agree_seconds, 0.0);
+      if (n > 1) {
+        EXPECT_GT(stats.payload_bytes, 0u);
+      }
+      double worst = 0.0;
+      for (std::size_t i = 0; i < count; ++i) worst = std::max(worst, double(std::abs(values[i] - exact[i])));
+      EXPECT_LE(worst, lossy ? 8e-4 : 1e-7) << codec;
+      auto all = gather(*world, values);
+      for (int r = 0; r < n; ++r) ASSERT_EQ(std::memcmp(all[r].data(), values.data(), count * sizeof(float)), 0);
+      if (n < 2) continue;
+
+      const std::vector<float> residual(exchange.residual().begin(), exchange.residual().end());
+      values = site_delta(world->rank(), count);
+      if (world->rank() == n - 1) values[5] = std::numeric_limits<float>::infinity();
+      stats = exchange.mean(values, shares, 2);
+      for (float v : values) ASSERT_TRUE(std::isnan(v)) << codec << ": every site must see NaN";
+      ASSERT_FALSE(stats.excluded.empty());
+      EXPECT_EQ(stats.excluded.front().reason, outer::Exclusion::kNonFinite);
+      if (world->rank() == n - 1 && lossy) {
+        ASSERT_EQ(exchange.residual().size(), residual.size());
+        EXPECT_EQ(std::memcmp(exchange.residual().data(), residual.data(), residual.size() * sizeof(float)), 0);
+      }
+      EXPECT_GT(world->traffic().bytes_sent, sent_before);
     }
   }
 }

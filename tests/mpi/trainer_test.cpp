@@ -10,6 +10,7 @@
 #include "comm/mpi_communicator.h"
 #include "outer/trainer.h"
 #include "../inner/fixtures.h"
+#include "trainer_fixtures.h"
 
 using namespace diloco;
 
@@ -17,20 +18,9 @@ namespace {
 
 inner::Dataset corpus() { return inner::testing::small_corpus(); }
 
-inner::ModelConfig tiny() {
-  inner::ModelConfig m;
-  m.d_model = 16;
-  m.n_layers = 1;
-  m.n_heads = 2;
-  m.seq_len = 16;
-  return m;
-}
+inner::ModelConfig tiny() { return diloco::testing::tiny_model(); }
 
-std::uint64_t fnv1a(std::span<const float> values) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (auto b : std::as_bytes(values)) h = (h ^ static_cast<std::uint8_t>(b)) * 1099511628211ull;
-  return h;
-}
+using diloco::testing::fnv1a;
 
 struct RunSetup {
   int sites = 2;
@@ -60,7 +50,7 @@ outer::SyncConfig sync_of(int H) {
   return c;
 }
 
-inner::ShardSpec shard_of(const comm::Topology& t) { return {t.site, t.num_sites, t.site_rank, t.site_size}; }
+using diloco::testing::shard_of;
 
 // Everything one rank needs for a run, built in dependency order.
 struct Run {
