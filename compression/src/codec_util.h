@@ -106,6 +106,14 @@ std::unique_ptr<Codec> make_int4_codec(const CodecConfig& config);
 std::unique_ptr<Codec> make_sign_codec(const CodecConfig& config);
 std::unique_ptr<Codec> make_topk_codec(const CodecConfig& config, bool int8_values);
 
+// Copies `bytes` from `src` (which the caller has just read, so it is in
+// cache) to `dst` with non-temporal stores where the CPU has them: the
+// destination is written without first being read into the cache, as a large
+// memcpy does, instead of the read-for-ownership a cached store costs.
+// Ordered before later stores by the fence in finish_streaming().
+void copy_streaming(std::byte* dst, const std::byte* src, std::size_t bytes);
+void finish_streaming();
+
 // Elements decoded per chunk when a codec needs a scratch buffer.
 inline constexpr std::size_t kChunk = 4096;
 

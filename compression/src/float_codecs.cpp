@@ -9,6 +9,10 @@
 namespace diloco::compression::detail {
 namespace {
 
+// Bodies at least this large are written with streaming stores (larger than
+// the caches they would otherwise evict everything else from).
+constexpr std::size_t kStreamBytes = std::size_t{8} << 20;
+
 class NoneCodec final : public Codec {
  public:
   CodecId id() const override { return CodecId::kNone; }
@@ -24,20 +28,27 @@ class NoneCodec final : public Codec {
     return encode_body_crc(values, body, seed, crc);
   }
 
-  // One pass in pieces of 64 KiB: each piece is checked for NaN/inf, copied
-  // and checksummed while it is in cache, instead of three passes over
-  // memory (check, copy, checksum) for the whole vector.
+  // One pass in pieces of 64 KiB: each piece is checked for NaN/inf and
+  // checksummed while it is in cache, then streamed into the body (the
+  // checksum of the source bytes is the body's), instead of three passes
+  // over memory (check, copy, checksum) for the whole vector.
   std::size_t encode_body_crc(std::span<const float> values, std::span<std::byte> body, std::uint64_t,
                               std::uint32_t& crc) const override {
     constexpr std::size_t kPiece = 16384;
+    // A body that fits in cache is left there for the send that follows.
+    const bool stream = values.size_bytes() >= kStreamBytes;
     crc = 0;
     for (std::size_t i = 0; i < values.size(); i += kPiece) {
-      const auto piece = values.subspan(i, std::min(kPiece, values.size() - i));
-      if (!all_finite(piece)) return kNonFinite;
-      std::byte* out = body.data() + i * sizeof(float);
-      std::memcpy(out, piece.data(), piece.size_bytes());
-      crc = crc32c(std::span<const std::byte>(out, piece.size_bytes()), crc);
+      const auto piece = std::as_bytes(values.subspan(i, std::min(kPiece, values.size() - i)));
+      if (!all_finite(values.subspan(i, piece.size() / sizeof(float)))) {
+        finish_streaming();
+        return kNonFinite;
+      }
+      crc = crc32c(piece, crc);
+      if (stream) copy_streaming(body.data() + i * sizeof(float), piece.data(), piece.size());
+      else std::memcpy(body.data() + i * sizeof(float), piece.data(), piece.size());
     }
+    finish_streaming();
     return values.size_bytes();
   }
 

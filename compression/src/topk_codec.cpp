@@ -2,6 +2,7 @@
 // (ties to the lower index, so the choice is deterministic). Body:
 // [k as u64][k index gaps as LEB128 varints][values: fp16, or int8 blockwise].
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -19,97 +20,114 @@ inline std::uint32_t magnitude_bits(float x) { return float_bits(x) & 0x7FFFFFFF
 
 // The k largest |values| (ties to the lower index) as (index, value) pairs in
 // increasing index order: exactly what sorting by (|x| descending, index
-// ascending) and taking k gives, found by a radix select on the magnitude
-// bits instead of a comparison sort, in two passes over the values. Pass 1
-// counts the top 12 bits (4096 bins; four interleaved histograms, so repeats
-// of a bin do not wait on each other) to find the bin holding the k-th
-// largest. Pass 2 keeps every entry of a higher bin, without branches, and
-// sets the threshold bin's entries aside (a few percent of n); the exact
-// threshold is selected among those, and the two index-ordered lists merge.
-// The histogram also finds NaN and infinity (their magnitude bits lie above
-// every finite value's), so the framing's separate finiteness pass is not
-// needed: `finite` is false then.
+// ascending) and taking k gives, found in one pass over the values instead of
+// a comparison sort. A strided sample (every 32nd entry) guesses magnitude
+// bits `low` above which somewhat more than k entries lie; one branch-free
+// pass keeps the index of every entry at or above it (the candidates, in index
+// order); if fewer than k made it, the pass is repeated with every entry a
+// candidate, so the result never depends on the guess, only the speed does.
+// The exact threshold is then found among the candidates by a radix select
+// (a 4096-bin histogram of their magnitudes, then a selection inside the one
+// bin that holds the k-th largest). NaN and infinity have magnitude bits above
+// every finite value's, so they are always candidates: `finite` is false when
+// one is, and the framing needs no separate finiteness pass.
 struct Kept {
   std::vector<std::uint32_t> index;
   std::vector<float> value;
   bool finite = true;
 };
 
-Kept top_k(std::span<const float> values, std::size_t k) {
+// Magnitude bits with about 1.25 k (plus a margin for the sample's noise)
+// entries at or above them; 0 (everything) for small or dense selections.
+std::uint32_t guess_low(std::span<const float> values, std::size_t k) {
+  constexpr std::size_t kStride = 32;
   const std::size_t n = values.size();
+  if (n < 64 * kStride || 2 * k > n) return 0;
+  std::vector<std::uint32_t> sample;
+  sample.reserve(n / kStride + 1);
+  for (std::size_t i = kStride / 2; i < n; i += kStride) sample.push_back(magnitude_bits(values[i]));
+  const double expected = static_cast<double>(k) * static_cast<double>(sample.size()) / static_cast<double>(n);
+  const auto rank = static_cast<std::size_t>(1.25 * expected + 4.0 * std::sqrt(expected) + 8.0);
+  if (rank >= sample.size()) return 0;
+  std::nth_element(sample.begin(), sample.begin() + static_cast<std::ptrdiff_t>(rank), sample.end(), std::greater<>());
+  return sample[rank];
+}
+
+// The index of every entry whose magnitude bits are at least `low`, in order.
+void collect(std::span<const float> values, std::uint32_t low, std::vector<std::uint32_t>& out) {
+  constexpr std::size_t kChunk = 4096;
+  const std::size_t n = values.size();
+  const float* x = values.data();
+  std::size_t end = 0;
+  for (std::size_t first = 0; first < n; first += kChunk) {
+    const std::size_t last = std::min(n, first + kChunk);
+    if (out.size() < end + kChunk) out.resize(std::max(2 * out.size(), end + kChunk));
+    std::uint32_t* o = out.data();
+    // Written every time, kept only when it qualifies: no branch to mispredict.
+    for (std::size_t e = first; e < last; ++e) {
+      o[end] = static_cast<std::uint32_t>(e);
+      end += magnitude_bits(x[e]) >= low ? 1 : 0;
+    }
+  }
+  out.resize(end);
+}
+
+// The k-th largest of `mags` (k >= 1, at most mags.size()) by a radix select.
+std::uint32_t kth_largest(const std::vector<std::uint32_t>& mags, std::size_t k, std::uint32_t low) {
+  std::uint32_t high = low;
+  for (std::uint32_t m : mags) high = std::max(high, m);
+  constexpr int kBits = 12;
+  const int width = std::bit_width(high - low);
+  const int shift = std::max(0, width - kBits);
+  std::vector<std::uint32_t> counts((std::size_t{1} << kBits) + 1, 0);
+  for (std::uint32_t m : mags) ++counts[(m - low) >> shift];
+  std::size_t above = 0;
+  std::size_t bin = (high - low) >> shift;
+  for (;; --bin) {
+    if (above + counts[bin] >= k) break;
+    above += counts[bin];
+  }
+  std::vector<std::uint32_t> in_bin;
+  in_bin.reserve(counts[bin]);
+  for (std::uint32_t m : mags)
+    if (((m - low) >> shift) == bin) in_bin.push_back(m);
+  const std::size_t want = k - above;  // 1-based rank inside the bin
+  std::nth_element(in_bin.begin(), in_bin.begin() + static_cast<std::ptrdiff_t>(want - 1), in_bin.end(),
+                   std::greater<>());
+  return in_bin[want - 1];
+}
+
+Kept top_k(std::span<const float> values, std::size_t k) {
   Kept out;
   if (k == 0) return out;
-  constexpr int kShift = 19;
-  constexpr std::size_t kBins = std::size_t{1} << (31 - kShift);
-  std::vector<std::uint32_t> counts(4 * kBins, 0);
-  std::size_t i = 0;
-  for (; i + 4 <= n; i += 4)
-    for (std::size_t j = 0; j < 4; ++j) ++counts[j * kBins + (magnitude_bits(values[i + j]) >> kShift)];
-  for (; i < n; ++i) ++counts[magnitude_bits(values[i]) >> kShift];
-  for (std::size_t b = 0x7F800000u >> kShift; b < kBins; ++b)
-    if (counts[b] + counts[kBins + b] + counts[2 * kBins + b] + counts[3 * kBins + b] != 0) {
-      out.finite = false;
-      return out;
-    }
-  std::size_t above = 0;  // entries in bins above the threshold bin
-  std::size_t in_bin = 0;
-  std::uint32_t bin = kBins - 1;
-  for (;; --bin) {
-    in_bin = counts[bin] + counts[kBins + bin] + counts[2 * kBins + bin] + counts[3 * kBins + bin];
-    if (above + in_bin >= k) break;
-    above += in_bin;
+  std::vector<std::uint32_t> candidates;
+  std::uint32_t low = guess_low(values, k);
+  collect(values, low, candidates);
+  if (candidates.size() < k) {  // the sample misjudged: every entry is a candidate
+    low = 0;
+    collect(values, low, candidates);
   }
-
-  // Every entry is written to both lists, and each list's end moves on only
-  // for its own: no branches, no reallocation (the sizes are known).
-  std::vector<std::uint32_t> high_index(above + 1), mid_index(in_bin + 1);
-  std::vector<float> high_value(above + 1), mid_value(in_bin + 1);
-  std::uint32_t* hi = high_index.data();
-  float* hv = high_value.data();
-  std::uint32_t* mi = mid_index.data();
-  float* mv = mid_value.data();
-  std::size_t high_end = 0;
-  std::size_t mid_end = 0;
-  const float* x = values.data();
-  for (std::uint32_t e = 0; e < n; ++e) {
-    const float v = x[e];
-    const std::uint32_t b = magnitude_bits(v) >> kShift;
-    hi[high_end] = e;
-    hv[high_end] = v;
-    mi[mid_end] = e;
-    mv[mid_end] = v;
-    high_end += b > bin ? 1 : 0;
-    mid_end += b == bin ? 1 : 0;
+  std::vector<std::uint32_t> mags(candidates.size());
+  std::uint32_t top = 0;
+  for (std::size_t c = 0; c < candidates.size(); ++c) {
+    mags[c] = magnitude_bits(values[candidates[c]]);
+    top = std::max(top, mags[c]);
   }
-  mid_index.resize(in_bin);
-  mid_value.resize(in_bin);
-
-  // Among the threshold bin: the (k - above) largest, ties to the lower index.
-  const std::size_t want = k - above;
-  std::vector<std::uint32_t> mags(mid_value.size());
-  for (std::size_t m = 0; m < mags.size(); ++m) mags[m] = magnitude_bits(mid_value[m]);
-  std::nth_element(mags.begin(), mags.begin() + static_cast<std::ptrdiff_t>(want - 1), mags.end(), std::greater<>());
-  const std::uint32_t threshold = mags[want - 1];
-  std::size_t ties = 1;  // entries equal to the threshold that make the cut
-  for (std::size_t m = 0; m + 1 < want; ++m) ties += mags[m] == threshold;
-
+  if (top >= 0x7F800000u) {
+    out.finite = false;
+    return out;
+  }
+  const std::uint32_t threshold = kth_largest(mags, k, low);
+  std::size_t ties = k;  // entries equal to the threshold that make the cut: k less those above it
+  for (std::uint32_t m : mags) ties -= m > threshold ? 1 : 0;
   out.index.reserve(k);
   out.value.reserve(k);
-  std::size_t h = 0;
-  for (std::size_t m = 0; m < mid_index.size(); ++m) {
-    const std::uint32_t mag = magnitude_bits(mid_value[m]);
-    if (mag < threshold || (mag == threshold && ties == 0)) continue;
-    if (mag == threshold) --ties;
-    for (; h < above && high_index[h] < mid_index[m]; ++h) {
-      out.index.push_back(high_index[h]);
-      out.value.push_back(high_value[h]);
-    }
-    out.index.push_back(mid_index[m]);
-    out.value.push_back(mid_value[m]);
-  }
-  for (; h < above; ++h) {
-    out.index.push_back(high_index[h]);
-    out.value.push_back(high_value[h]);
+  for (std::size_t c = 0; c < candidates.size(); ++c) {
+    const std::uint32_t m = mags[c];
+    if (m < threshold || (m == threshold && ties == 0)) continue;
+    if (m == threshold) --ties;
+    out.index.push_back(candidates[c]);
+    out.value.push_back(values[candidates[c]]);
   }
   return out;
 }

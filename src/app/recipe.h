@@ -82,6 +82,8 @@ struct DebugSection {
   int nan_round = 0;
   int exit_rank = -1;    // this world rank exits (code 1) at inner step exit_step
   std::int64_t exit_step = 0;
+  int throw_rank = -1;   // this world rank fails with an internal error at inner step throw_step
+  std::int64_t throw_step = 0;
   int freeze_rank = -1;  // this world rank stops itself (SIGSTOP) at freeze_step
   std::int64_t freeze_step = 0;
   int slow_site = -1;        // every rank of this site steps slow_factor times slower

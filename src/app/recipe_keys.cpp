@@ -259,6 +259,8 @@ const std::vector<Key>& keys() {
     k.push_back(integer_key("debug", "nan_round", &R::debug, &DebugSection::nan_round, 0, 1 << 30));
     k.push_back(integer_key("debug", "exit_rank", &R::debug, &DebugSection::exit_rank, -1, 1 << 20));
     k.push_back(integer_key("debug", "exit_step", &R::debug, &DebugSection::exit_step, 0, kBig));
+    k.push_back(integer_key("debug", "throw_rank", &R::debug, &DebugSection::throw_rank, -1, 1 << 20));
+    k.push_back(integer_key("debug", "throw_step", &R::debug, &DebugSection::throw_step, 0, kBig));
     k.push_back(integer_key("debug", "freeze_rank", &R::debug, &DebugSection::freeze_rank, -1, 1 << 20));
     k.push_back(integer_key("debug", "freeze_step", &R::debug, &DebugSection::freeze_step, 0, kBig));
     k.push_back(integer_key("debug", "slow_site", &R::debug, &DebugSection::slow_site, -1, 1 << 20));

@@ -67,6 +67,30 @@ void install_stop_handlers() {
   for (int s : {SIGTERM, SIGINT, SIGUSR1}) sigaction(s, &action, nullptr);
 }
 
+// Prints what ended this rank and aborts the whole job with its exit code.
+[[noreturn]] void end_job(std::exception_ptr error, int rank) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const inner::DataError& e) {
+    // Met by one rank during training (an id out of range in a batch the
+    // start-up sample did not cover): its peers are mid-step.
+    std::cerr << "diloco: rank " << rank << ": error: data: " << e.what() << std::endl;
+    comm::MpiSession::abort(2);
+  } catch (const comm::CommError& e) {
+    std::cerr << "diloco: rank " << rank << ": communication error: " << e.what() << std::endl;
+    comm::MpiSession::abort(3);
+  } catch (const outer::ExchangeError& e) {
+    std::cerr << "diloco: rank " << rank << ": exchange error: " << e.what() << std::endl;
+    comm::MpiSession::abort(3);
+  } catch (const std::exception& e) {
+    std::cerr << "diloco: rank " << rank << ": internal error: " << e.what() << std::endl;
+    comm::MpiSession::abort(1);
+  } catch (...) {
+    std::cerr << "diloco: rank " << rank << ": internal error: unknown exception" << std::endl;
+    comm::MpiSession::abort(1);
+  }
+}
+
 // An input problem met in a set-up step, to be agreed on by every rank.
 struct StepError {
   std::string message;
@@ -86,8 +110,26 @@ class TrainSession {
     world_->set_watchdog(&watchdog_);
   }
 
-  // Returns the exit code.
+  // Returns the exit code. A failure that not every rank shares ends the job
+  // here, while every member is still alive: its message is printed and the
+  // job aborted before any destructor runs that would wait on other ranks
+  // (NCCL's ncclCommDestroy is collective and blocks until the peers join,
+  // which sit in the next all-reduce; ~Trainer waits for an exchange in
+  // flight). Only failures every rank agrees on return normally.
   int run() {
+    try {
+      return run_steps();
+    } catch (const outer::CheckpointError& e) {
+      // Raised on every rank alike (the outcome is agreed), so no abort is needed.
+      if (root_) std::cerr << "diloco: error: checkpoint: " << e.what() << std::endl;
+      return 2;
+    } catch (...) {
+      end_job(std::current_exception(), mpi_.world_rank());
+    }
+  }
+
+ private:
+  int run_steps() {
     try {
       step("", [&] { check_threads(); });
       inner::set_compute_threads(recipe_.run.threads);
@@ -117,7 +159,6 @@ class TrainSession {
     return 0;
   }
 
- private:
   // Runs `body` on every rank. A typed input error on any rank becomes a
   // StepError on every rank (its message on rank 0 when rank 0 met it, else
   // a line naming the step), so no rank waits for one that gave up.
@@ -179,20 +220,53 @@ class TrainSession {
   // decides alike, or the job stops with the reason.
   void choose_device() {
     launch_ = comm::discover_launch();
+    // The GPU follows the rank's place on its node as MPI sees it; launcher
+    // variables can be missing (every rank would take GPU 0) or wrong.
+    const comm::NodeRank node = comm::node_rank(*world_);
+    launch_.local_rank = node.rank;
+    launch_.local_size = node.size;
     device_ = inner::choose_device(recipe_.devices.device, inner::cuda_device_count(), launch_.local_rank);
     device_.precision = recipe_.devices.precision;
     intra_site_ = comm::choose_intra_site(recipe_.devices.intra_site, device_.cuda, comm::nccl_built());
+    check_one_gpu_per_rank();
     if (device_.cuda && recipe_.devices.outer_state_on_device)
       throw std::invalid_argument(
           "outer.state_device = \"same\" is not possible on CUDA: the outer optimizer works on host memory");
   }
 
+  // NCCL needs a GPU of its own for every rank of a communicator (more
+  // ranks per node than GPUs share them): asked for, that is refused;
+  // chosen by auto, the site's gradients go over MPI instead.
+  void check_one_gpu_per_rank() {
+    const auto nodes = comm::gather_node_names(*comms_.site);
+    std::vector<double> devices(static_cast<std::size_t>(comms_.site->size()), 0.0);
+    devices[static_cast<std::size_t>(comms_.site->rank())] = device_.cuda ? device_.index + 1.0 : 0.0;
+    comms_.site->all_reduce_sum(std::span<double>(devices));
+    if (intra_site_ != comm::IntraSiteBackend::kNccl) return;
+    std::vector<int> gpus;
+    for (double d : devices) gpus.push_back(static_cast<int>(d) - 1);
+    const auto shared = comm::shared_gpu(nodes, gpus);
+    if (!shared) return;
+    const auto [a, b] = *shared;
+    const std::string what = "ranks " + std::to_string(a) + " and " + std::to_string(b) + " of site " +
+                             std::to_string(comms_.topology.site) + " would share GPU " +
+                             std::to_string(gpus[static_cast<std::size_t>(a)]) + " on " + nodes[static_cast<std::size_t>(a)];
+    if (recipe_.devices.intra_site == comm::IntraSiteSetting::kNccl)
+      throw std::invalid_argument("comm.intra_site = \"nccl\": " + what +
+                                  "; NCCL needs one GPU per rank (start at most one rank per GPU, or use "
+                                  "comm.intra_site = \"mpi\")");
+    intra_site_ = comm::IntraSiteBackend::kMpi;
+    if (comms_.site->rank() == 0)
+      std::fprintf(stderr, "diloco: %s; this site's gradients go over MPI, not NCCL (comm.intra_site = \"auto\")\n",
+                   what.c_str());
+  }
+
   void build_inner_loop() {
-    // NCCL runs on the default stream, which is where libtorch computes (diloco sets no stream guard).
-    if (intra_site_ == comm::IntraSiteBackend::kNccl) {
-      gradient_comm_ = comm::make_nccl_communicator(*comms_.site, device_.index, nullptr);
-      gradient_comm_->set_watchdog(&watchdog_);
-    }
+    // NCCL runs on libtorch's current stream for the device, where the
+    // backward pass wrote the gradients it reduces.
+    if (intra_site_ == comm::IntraSiteBackend::kNccl)
+      gradient_comm_ = comm::make_nccl_communicator(*comms_.site, device_.index,
+                                                    inner::current_cuda_stream(device_.index), &watchdog_);
     group_ = std::make_unique<outer::CommReplicaGroup>(gradient_comm_ ? *gradient_comm_ : *comms_.site, *comms_.site,
                                                        gradient_comm_ != nullptr);
     const auto& topo = comms_.topology;
@@ -276,7 +350,8 @@ class TrainSession {
     return hooks;
   }
 
-  // Test-only faults ([debug]), on the real process: a rank that dies or freezes.
+  // Test-only faults ([debug]), on the real process: a rank that dies, fails
+  // (an error only it meets, as a CUDA out-of-memory would be) or freezes.
   void inject_process_faults() const {
     const auto& debug = recipe_.debug;
     const std::int64_t global_step = inner_loop_->step();
@@ -285,6 +360,11 @@ class TrainSession {
       std::fprintf(stderr, "diloco: rank %d: [debug] exiting at inner step %lld\n", rank,
                    static_cast<long long>(global_step));
       std::_Exit(1);
+    }
+    if (debug.throw_rank == rank && debug.throw_step == global_step) {
+      std::fprintf(stderr, "diloco: rank %d: [debug] failing at inner step %lld\n", rank,
+                   static_cast<long long>(global_step));
+      throw std::runtime_error("[debug] injected failure at inner step " + std::to_string(global_step));
     }
     if (debug.freeze_rank == rank && debug.freeze_step == global_step) {
       std::fprintf(stderr, "diloco: rank %d: [debug] freezing at inner step %lld\n", rank,
@@ -327,24 +407,8 @@ int run_train(const Recipe& recipe, const std::string& resume, int* argc, char**
   try {
     TrainSession session(recipe, resume, mpi);
     return session.run();
-  } catch (const outer::CheckpointError& e) {
-    // Raised on every rank alike (the outcome is agreed), so no abort is needed.
-    if (mpi.world_rank() == 0) std::cerr << "diloco: error: checkpoint: " << e.what() << std::endl;
-    return 2;
-  } catch (const inner::DataError& e) {
-    // Met by one rank during training (an id out of range in a batch the
-    // start-up sample did not cover): its peers are mid-step, so abort.
-    std::cerr << "diloco: rank " << mpi.world_rank() << ": error: data: " << e.what() << std::endl;
-    comm::MpiSession::abort(2);
-  } catch (const comm::CommError& e) {
-    std::cerr << "diloco: communication error: " << e.what() << std::endl;
-    comm::MpiSession::abort(3);
-  } catch (const outer::ExchangeError& e) {
-    std::cerr << "diloco: rank " << mpi.world_rank() << ": exchange error: " << e.what() << std::endl;
-    comm::MpiSession::abort(3);
-  } catch (const std::exception& e) {
-    std::cerr << "diloco: rank " << mpi.world_rank() << ": internal error: " << e.what() << std::endl;
-    comm::MpiSession::abort(1);
+  } catch (...) {  // the session could not be built (it handles everything after)
+    end_job(std::current_exception(), mpi.world_rank());
   }
 }
 

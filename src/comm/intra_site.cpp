@@ -42,7 +42,7 @@ const char* to_string(IntraSiteBackend backend) { return backend == IntraSiteBac
 #if !defined(DILOCO_HAVE_NCCL)
 NcclIdBytes share_nccl_id(Communicator&) { throw CommError("this build has no NCCL", -1); }
 
-std::unique_ptr<Communicator> make_nccl_communicator(Communicator&, int, void*) {
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator&, int, void*, Watchdog*) {
   throw CommError("this build has no NCCL", -1);
 }
 #endif

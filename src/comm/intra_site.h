@@ -34,8 +34,10 @@ NcclIdBytes share_nccl_id(Communicator& bootstrap);
 // NCCL communicator over the ranks of `bootstrap` (a site's MPI
 // communicator, which must outlive it), on CUDA device `device`, running on
 // `cuda_stream` (a cudaStream_t; nullptr: the default stream). Every span
-// passed to it is device memory. Collective over `bootstrap`. Throws
+// passed to it is device memory. Collective over `bootstrap`; every blocking
+// call, its initialization included, is timed by `watchdog`. Throws
 // CommError when NCCL was not built or cannot start.
-std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, int device, void* cuda_stream);
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, int device, void* cuda_stream,
+                                                     Watchdog* watchdog);
 
 }  // namespace diloco::comm

@@ -312,6 +312,16 @@ SiteComms make_mpi_site_comms(int num_sites) {
   return make_mpi_site_comms(Topology::split(rank, size, num_sites));
 }
 
+NodeRank node_rank(const MpiCommunicator& comm) {
+  MPI_Comm shared = MPI_COMM_NULL;
+  DILOCO_MPI_CHECK(MPI_Comm_split_type(comm.handle(), MPI_COMM_TYPE_SHARED, comm.rank(), MPI_INFO_NULL, &shared));
+  NodeRank out;
+  DILOCO_MPI_CHECK(MPI_Comm_rank(shared, &out.rank));
+  DILOCO_MPI_CHECK(MPI_Comm_size(shared, &out.size));
+  DILOCO_MPI_CHECK(MPI_Comm_free(&shared));
+  return out;
+}
+
 std::vector<std::string> gather_node_names(Communicator& world) {
   std::string mine;
   if (const char* name = std::getenv("DILOCO_NODE_NAME"); name && *name) {

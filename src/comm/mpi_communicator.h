@@ -134,6 +134,16 @@ SiteComms make_mpi_site_comms(int num_sites);
 // The same for any cut of the world (Topology::by_node, say).
 SiteComms make_mpi_site_comms(const Topology& topology);
 
+// This rank's place among the ranks of `comm` on its own node, from MPI's
+// shared-memory split (MPI_COMM_TYPE_SHARED). Unlike launcher variables
+// (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID) it is right under any
+// launcher, hydra inside srun included. Collective.
+struct NodeRank {
+  int rank = 0;
+  int size = 1;
+};
+NodeRank node_rank(const MpiCommunicator& comm);
+
 // Every rank's node name, indexed by world rank: DILOCO_NODE_NAME when set
 // (a launcher that names nodes itself, or tests), else MPI_Get_processor_name.
 std::vector<std::string> gather_node_names(Communicator& world);

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <thread>
 
@@ -25,8 +26,9 @@ NcclIdBytes share_nccl_id(Communicator& bootstrap) {
   return bytes;
 }
 
-std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, int device, void* cuda_stream) {
-  return NcclCommunicator::create(bootstrap, device, static_cast<cudaStream_t>(cuda_stream));
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, int device, void* cuda_stream,
+                                                     Watchdog* watchdog) {
+  return NcclCommunicator::create(bootstrap, device, static_cast<cudaStream_t>(cuda_stream), watchdog);
 }
 
 namespace {
@@ -64,8 +66,12 @@ class NcclWork final : public Work {
 NcclCommunicator::NcclCommunicator(Communicator& bootstrap, int device, cudaStream_t stream)
     : bootstrap_(bootstrap), device_(device), stream_(stream), rank_(bootstrap.rank()), size_(bootstrap.size()) {}
 
-std::unique_ptr<NcclCommunicator> NcclCommunicator::create(Communicator& bootstrap, int device, cudaStream_t stream) {
+std::unique_ptr<NcclCommunicator> NcclCommunicator::create(Communicator& bootstrap, int device, cudaStream_t stream,
+                                                           Watchdog* watchdog) {
   std::unique_ptr<NcclCommunicator> comm(new NcclCommunicator(bootstrap, device, stream));
+  // Timed from the start: ncclCommInitRank blocks until every rank of the
+  // site has called it, so a peer that never arrives is caught here too.
+  comm->set_watchdog(watchdog);
   const NcclIdBytes bytes = share_nccl_id(bootstrap);
   ncclUniqueId id;
   std::memcpy(&id, bytes.data(), sizeof(id));
@@ -80,7 +86,16 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(Communicator& bootstr
 
 NcclCommunicator::~NcclCommunicator() {
   cudaSetDevice(device_);
-  if (comm_) ncclCommDestroy(comm_);
+  // ncclCommDestroy is collective: it waits for every peer to destroy its
+  // communicator too. Destroyed while an exception unwinds (this rank is
+  // leaving on its own while its peers sit in the next collective), it would
+  // hang; then the communicator is aborted, which returns at once. (Errors
+  // that end the job are reported and the job aborted before any destructor
+  // runs; this covers whatever unwinds all the same.)
+  if (comm_) {
+    if (std::uncaught_exceptions() > 0) ncclCommAbort(comm_);
+    else ncclCommDestroy(comm_);
+  }
   if (done_) cudaEventDestroy(done_);
   if (scratch_) cudaFree(scratch_);
 }
@@ -89,8 +104,12 @@ void NcclCommunicator::check(ncclResult_t result, const char* call) {
   if (result == ncclSuccess || result == ncclInProgress) return;
   std::string message = std::string(call) + ": " + ncclGetErrorString(result);
   if (const char* last = comm_ ? ncclGetLastError(comm_) : nullptr; last && *last) message += " (" + std::string(last) + ")";
+  // Aborted here, on this rank only. That does not end the peers: they stay
+  // in their own NCCL call until the job is ended, which this CommError does
+  // (the training command prints it and calls MPI_Abort for the whole job);
+  // a peer whose rank dies without that is ended by the watchdog timing its wait.
   if (comm_) {
-    ncclCommAbort(comm_);  // peers blocked on this rank then fail instead of hanging
+    ncclCommAbort(comm_);
     comm_ = nullptr;
   }
   throw CommError("NCCL: " + message, -1);
@@ -126,6 +145,13 @@ void NcclCommunicator::wait_event(cudaEvent_t event, const char* what) {
 void NcclCommunicator::complete(const char* what) {
   check_cuda(cudaEventRecord(done_, stream_), "cudaEventRecord");
   wait_event(done_, what);
+}
+
+// After complete(): the stream is idle, so this copy waits only for itself.
+void NcclCommunicator::copy_to_host(void* host, const void* device, std::size_t bytes) {
+  if (bytes == 0) return;
+  check_cuda(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync");
+  check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
 }
 
 void* NcclCommunicator::scratch(std::size_t bytes) {
@@ -184,9 +210,12 @@ std::vector<std::vector<std::byte>> NcclCommunicator::all_gather(std::span<const
   check_cuda(cudaMemcpyAsync(dev_lengths, lengths.data(), n * sizeof(std::uint64_t), cudaMemcpyHostToDevice, stream_),
              "cudaMemcpyAsync");
   check(ncclAllReduce(dev_lengths, dev_lengths, n, ncclUint64, ncclSum, comm_, stream_), "ncclAllReduce");
-  check_cuda(cudaMemcpyAsync(lengths.data(), dev_lengths, n * sizeof(std::uint64_t), cudaMemcpyDeviceToHost, stream_),
-             "cudaMemcpyAsync");
+  // The NCCL call completes under the timed wait first: a copy into pageable
+  // host memory blocks the host until everything before it on the stream is
+  // done, untimed and blind to NCCL's async errors, so a missing peer would
+  // hang it. After the wait the copy waits for nothing but itself.
   complete("ncclAllReduce (all_gather lengths)");
+  copy_to_host(lengths.data(), dev_lengths, n * sizeof(std::uint64_t));
   std::uint64_t longest = 0;
   for (auto l : lengths) longest = std::max(longest, l);
   std::vector<std::vector<std::byte>> out(n);
@@ -197,9 +226,9 @@ std::vector<std::vector<std::byte>> NcclCommunicator::all_gather(std::span<const
   check(ncclAllGather(send, gathered, longest, ncclUint8, comm_, stream_), "ncclAllGather");
   traffic_.bytes_sent += (n - 1) * mine.size();
   traffic_.messages += 1;
-  std::vector<std::byte> host(longest * n);
-  check_cuda(cudaMemcpyAsync(host.data(), gathered, host.size(), cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync");
   complete("ncclAllGather");
+  std::vector<std::byte> host(longest * n);
+  copy_to_host(host.data(), gathered, host.size());
   for (std::size_t r = 0; r < n; ++r)
     out[r].assign(host.begin() + static_cast<std::ptrdiff_t>(r * longest),
                   host.begin() + static_cast<std::ptrdiff_t>(r * longest + lengths[r]));
@@ -215,17 +244,17 @@ std::vector<std::byte> NcclCommunicator::send_recv(std::span<const std::byte> da
   check(ncclSend(lengths, 1, ncclUint64, dest, comm_, stream_), "ncclSend");
   check(ncclRecv(lengths + 1, 1, ncclUint64, source, comm_, stream_), "ncclRecv");
   check(ncclGroupEnd(), "ncclGroupEnd");
-  std::uint64_t theirs = 0;
-  check_cuda(cudaMemcpyAsync(&theirs, lengths + 1, sizeof(theirs), cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync");
   complete("ncclSend/ncclRecv (lengths)");
+  std::uint64_t theirs = 0;
+  copy_to_host(&theirs, lengths + 1, sizeof(theirs));
   auto* incoming = static_cast<std::byte*>(scratch(std::max<std::uint64_t>(theirs, 1)));
   check(ncclGroupStart(), "ncclGroupStart");
   check(ncclSend(data.data(), data.size(), ncclUint8, dest, comm_, stream_), "ncclSend");
   check(ncclRecv(incoming, theirs, ncclUint8, source, comm_, stream_), "ncclRecv");
   check(ncclGroupEnd(), "ncclGroupEnd");
-  std::vector<std::byte> out(theirs);
-  check_cuda(cudaMemcpyAsync(out.data(), incoming, theirs, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync");
   complete("ncclSend/ncclRecv");
+  std::vector<std::byte> out(theirs);
+  copy_to_host(out.data(), incoming, theirs);
   traffic_.bytes_sent += data.size();
   traffic_.messages += 1;
   return out;
@@ -252,6 +281,8 @@ void NcclCommunicator::barrier() {
   complete("ncclAllReduce (barrier)");
 }
 
-std::unique_ptr<Communicator> NcclCommunicator::make_duplicate() { return create(bootstrap_, device_, stream_); }
+std::unique_ptr<Communicator> NcclCommunicator::make_duplicate() {
+  return create(bootstrap_, device_, stream_, watchdog());
+}
 
 }  // namespace diloco::comm

@@ -3,8 +3,8 @@
 //
 // Every span passed in is device memory; all_gather and send_recv return
 // their results in host memory (they are vectors). Operations run on the
-// stream set with set_stream (libtorch's compute stream), so they are ordered
-// after the kernels that produced their input. Blocking calls wait by polling
+// stream given at creation (libtorch's current stream for the device), so they
+// are ordered after the kernels that produced their input. Blocking calls wait by polling
 // the stream and ncclCommGetAsyncError: an NCCL failure aborts the
 // communicator and throws CommError, and a wait that never ends is ended by
 // the watchdog instead of hanging the job. NCCL ignores message tags:
@@ -22,8 +22,11 @@ namespace diloco::comm {
 
 class NcclCommunicator final : public Communicator {
  public:
-  // Collective over `bootstrap`, which must outlive the communicator.
-  static std::unique_ptr<NcclCommunicator> create(Communicator& bootstrap, int device, cudaStream_t stream);
+  // Collective over `bootstrap`, which must outlive the communicator. Every
+  // blocking call, initialization included, is timed by `watchdog` (nullptr:
+  // untimed).
+  static std::unique_ptr<NcclCommunicator> create(Communicator& bootstrap, int device, cudaStream_t stream,
+                                                  Watchdog* watchdog);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
@@ -54,6 +57,7 @@ class NcclCommunicator final : public Communicator {
   void use_device();
   void enqueue_sum(void* data, std::size_t count, ncclDataType_t type, std::size_t bytes);
   void complete(const char* what);  // records the stream's work and waits for it
+  void copy_to_host(void* host, const void* device, std::size_t bytes);
   // Device scratch for at least `bytes`, grown on demand (sizes, barriers, staging).
   void* scratch(std::size_t bytes);
 

@@ -102,4 +102,13 @@ LaunchInfo discover_launch() {
   return info;
 }
 
+std::optional<std::pair<int, int>> shared_gpu(const std::vector<std::string>& nodes, const std::vector<int>& devices) {
+  const std::size_t n = std::min(nodes.size(), devices.size());
+  for (std::size_t a = 0; a < n; ++a)
+    for (std::size_t b = a + 1; b < n; ++b)
+      if (nodes[a] == nodes[b] && devices[a] == devices[b])
+        return std::make_pair(static_cast<int>(a), static_cast<int>(b));
+  return std::nullopt;
+}
+
 }  // namespace diloco::comm

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -34,6 +36,12 @@ struct Topology {
   // empty host list or nodes_per_site < 1.
   static Topology by_node(int world_rank, const std::vector<std::string>& hosts, int nodes_per_site);
 };
+
+// Two ranks that would drive one GPU: the first pair (indices into the
+// lists, which give every rank's node and device) on the same node with the
+// same device; nullopt when each rank has its own. NCCL refuses such a
+// communicator ("Duplicate GPU detected").
+std::optional<std::pair<int, int>> shared_gpu(const std::vector<std::string>& nodes, const std::vector<int>& devices);
 
 // How a launcher started this process, from its environment: Open MPI's
 // mpirun (OMPI_COMM_WORLD_*) or Slurm's srun (SLURM_PROCID, SLURM_LOCALID,

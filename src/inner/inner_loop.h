@@ -88,6 +88,13 @@ DeviceConfig choose_device(DeviceSetting setting, int cuda_devices, int local_ra
 // CUDA devices libtorch can use here (0 for a CPU-only libtorch).
 int cuda_device_count();
 
+// libtorch's current CUDA stream on `device`, as a cudaStream_t (nullptr
+// for a CPU-only libtorch). Code outside libtorch that works on its
+// gradients (the NCCL all-reduce) runs on this stream, so it is ordered
+// after the kernels that produced them even where a stream guard in
+// libtorch made another stream current.
+void* current_cuda_stream(int device);
+
 struct InnerStats {
   int steps = 0;
   double mean_loss = 0.0;      // training loss averaged over steps and replicas

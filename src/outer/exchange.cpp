@@ -206,7 +206,8 @@ void Exchange::transmit(std::span<float> delta, std::vector<float>& shares, std:
 // payload_ = encode(values). Values that are not finite leave it empty (a
 // marker) when markers are in use, and are an error otherwise.
 void Exchange::encode(std::span<const float> values, std::uint64_t seed, bool markers, const char* what) {
-  payload_.clear();
+  // Not cleared first: the codec resizes it, and a buffer that grows from
+  // empty is zero-filled, one more pass over the payload.
   if (codec_->encode(values, payload_, seed) == compression::EncodeError::kOk) return;
   if (!markers) throw ExchangeError(std::string("cannot encode ") + what, leaders_.rank());
   payload_.clear();
@@ -259,8 +260,8 @@ void Exchange::all_gather_average(std::span<float> delta, std::vector<float>& sh
   for (std::size_t p = 0; p < parts; ++p) {
     const std::size_t first = p * part;
     auto values = delta.subspan(first, std::min(part, delta.size() - first));
-    payload_.clear();
     if (shares[me] > 0.0f) encode(values, parts == 1 ? seed : mix(seed + p), markers, "this site's pseudo-gradient");
+    else payload_.clear();  // sitting the round out: an empty payload
     if (options_.tamper && shares[me] > 0.0f) options_.tamper(payload_);
     auto payloads = timed_all_gather(payload_, stats);
     std::fill(values.begin(), values.end(), 0.0f);

@@ -86,3 +86,14 @@ TEST(LaunchInfoTest, ReadsOpenMpiThenSlurm) {
                         "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"})
     ::unsetenv(v);
 }
+
+// Faked device lists: the first pair of ranks on one node with one device.
+TEST(SharedGpuTest, FindsTwoRanksOnOneGpuOfOneNode) {
+  using diloco::comm::shared_gpu;
+  EXPECT_FALSE(shared_gpu({"a", "a", "b", "b"}, {0, 1, 0, 1}));
+  EXPECT_FALSE(shared_gpu({}, {}));
+  EXPECT_EQ(shared_gpu({"a", "a", "a"}, {0, 1, 0}), std::make_pair(0, 2));
+  EXPECT_EQ(shared_gpu({"a", "b", "c", "b"}, {0, 0, 1, 0}), std::make_pair(1, 3));
+  // Every rank got GPU 0 (the launcher said nothing about local ranks).
+  EXPECT_EQ(shared_gpu({"n1", "n1"}, {0, 0}), std::make_pair(0, 1));
+}

@@ -2,6 +2,7 @@
 // 1 and odd, and the site split.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <numeric>
 
 #include "comm/mpi_communicator.h"
@@ -92,4 +93,19 @@ TEST(SiteCommsTest, SplitMatchesTheTopology) {
     EXPECT_EQ(one, t.site_size);
   }
   EXPECT_THROW(make_mpi_site_comms(world_size + 1), std::invalid_argument);
+}
+
+// The node-local rank comes from MPI's shared-memory split, not from the
+// launcher's variables: CTest also runs this with them removed
+// (mpi_comm_node_rank), where discover_launch() alone would give 0 everywhere.
+TEST(MpiCommunicatorTest, NodeRankFromTheSharedMemorySplit) {
+  auto world = MpiCommunicator::world();
+  const NodeRank node = node_rank(*world);
+  // Every rank of these tests runs on this one machine.
+  EXPECT_EQ(node.rank, world->rank());
+  EXPECT_EQ(node.size, world->size());
+  if (std::getenv("DILOCO_EXPECT_NO_LAUNCHER_LOCAL_RANK")) {
+    EXPECT_EQ(std::getenv("OMPI_COMM_WORLD_LOCAL_RANK"), nullptr);
+    EXPECT_EQ(discover_launch().local_rank, 0);
+  }
 }

@@ -66,7 +66,7 @@ TEST(NcclTest, AllReduceAndBroadcastOnDeviceMemory) {
   world->all_reduce_sum(std::span<double>(&missing, 1));
   if (missing > 0) GTEST_SKIP() << (why.empty() ? "a rank has no CUDA device" : why);
   const int device = world->rank() % count;
-  auto nccl = comm::make_nccl_communicator(*world, device, nullptr);
+  auto nccl = comm::make_nccl_communicator(*world, device, nullptr, nullptr);
   const std::size_t n = 1 << 20;
   std::vector<float> host(n);
   for (std::size_t i = 0; i < n; ++i) host[i] = static_cast<float>(world->rank() + 1) * static_cast<float>(i % 7);
