@@ -7,9 +7,11 @@
 //   bench_inner [--device cpu|cuda] [--model gpt|llama|torchscript] [--path FILE]
 //               [--d-model N] [--layers N] [--heads N] [--kv-heads N]
 //               [--seq-len N] [--batch N] [--steps N] [--blocks N] [--threads N]
-//               [--precision fp32|bf16] [--only diloco|raw]
+//               [--precision fp32|bf16] [--only diloco|raw] [--profile FILE]
 // --path: the TorchScript file (scripts/export_model.py) for --model torchscript.
 // --only runs one side (for peak memory, read from getrusage at the end).
+// --profile writes a Chrome trace of --steps more InnerLoop steps, after the
+// timed ones, from libtorch's autograd profiler (bench/profile_step.py reads it).
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -22,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
 #include "inner/autocast.h"
@@ -42,6 +45,7 @@ struct Options {
   int steps = 20, blocks = 5, threads = 1;
   std::string precision = "fp32";
   std::string only;
+  std::string profile;
 };
 
 [[noreturn]] void usage(const std::string& problem) {
@@ -75,11 +79,13 @@ Options parse(int argc, char** argv) {
     else if (flag == "--threads") o.threads = number();
     else if (flag == "--precision") o.precision = v;
     else if (flag == "--only") o.only = v;
+    else if (flag == "--profile") o.profile = v;
     else usage("unknown flag " + flag);
   }
   if (o.device != "cpu" && o.device != "cuda") usage("--device must be cpu or cuda");
   if (o.precision != "fp32" && o.precision != "bf16") usage("--precision must be fp32 or bf16");
   if (!o.only.empty() && o.only != "diloco" && o.only != "raw") usage("--only must be diloco or raw");
+  if (!o.profile.empty() && o.only == "raw") usage("--profile traces the InnerLoop: not with --only raw");
   if (o.d_model % o.heads) usage("--heads must divide --d-model");
   if (o.model != "gpt" && o.model != "llama" && o.model != "torchscript") usage("--model must be gpt, llama or torchscript");
   if ((o.model == "torchscript") != !o.path.empty()) usage("--path goes with --model torchscript, and only with it");
@@ -227,6 +233,11 @@ int main(int argc, char** argv) {
       sync();
       raw_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.steps);
     }
+  }
+  if (loop && !o.profile.empty()) {
+    torch::autograd::profiler::RecordProfile trace(o.profile);
+    loop->run(o.steps);
+    sync();
   }
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);

@@ -8,7 +8,9 @@ compare steps/s.
 
 usage: /usr/bin/python3 bench/inner_python.py [--d-model 128] [--layers 2]
        [--heads 4] [--seq-len 64] [--batch 16] [--steps 20] [--blocks 3]
-       [--threads 1]
+       [--threads 1] [--profile FILE]
+--profile writes a Chrome trace of --steps more steps, after the timed ones,
+from torch.profiler (bench/profile_step.py reads it).
 """
 import argparse
 import os
@@ -27,6 +29,7 @@ def main():
     for flag, default in (("d-model", 128), ("layers", 2), ("heads", 4), ("seq-len", 64), ("batch", 16),
                           ("steps", 20), ("blocks", 3), ("threads", 1)):
         p.add_argument("--" + flag, type=int, default=default)
+    p.add_argument("--profile", default="")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
@@ -55,6 +58,11 @@ def main():
         for _ in range(a.steps):
             step()
         per_step.append((time.perf_counter() - t0) / a.steps)
+    if a.profile:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            for _ in range(a.steps):
+                step()
+        prof.export_chrome_trace(a.profile)
     ms = 1e3 * statistics.median(per_step)
     n = sum(q.numel() for q in params)
     print("| python eager (torch %s) | gpt | cpu | fp32 | %.2fM | %.2f | %.0f |"

@@ -2,7 +2,10 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <span>
 #include <vector>
 
@@ -105,6 +108,20 @@ std::unique_ptr<Codec> make_int8_codec(const CodecConfig& config);
 std::unique_ptr<Codec> make_int4_codec(const CodecConfig& config);
 std::unique_ptr<Codec> make_sign_codec(const CodecConfig& config);
 std::unique_ptr<Codec> make_topk_codec(const CodecConfig& config, bool int8_values);
+
+// Uninitialized memory for `n` values of a trivial type (std::vector would
+// zero-fill it first, one more pass over memory).
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+template <class T>
+using Scratch = std::unique_ptr<T[], FreeDeleter>;
+template <class T>
+Scratch<T> make_scratch(std::size_t n) {
+  void* p = std::malloc(n > 0 ? n * sizeof(T) : 1);
+  if (!p) throw std::bad_alloc();
+  return Scratch<T>(static_cast<T*>(p));
+}
 
 // Copies `bytes` from `src` (which the caller has just read, so it is in
 // cache) to `dst` with non-temporal stores where the CPU has them: the

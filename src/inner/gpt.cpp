@@ -16,10 +16,13 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   const auto T = x.size(1);
   const auto C = x.size(2);
   const auto head_dim = C / n_heads_;
-  auto qkv = qkv_->forward(x).view({B, T, 3, n_heads_, head_dim}).permute({2, 0, 3, 1, 4});
-  auto q = qkv[0];
-  auto k = qkv[1];
-  auto v = qkv[2];
+  // unbind, not three selects: its backward stacks the three gradients into
+  // one tensor, where each select's backward fills a zero tensor the size
+  // of all three and adds them (measured by bench/profile_step.py).
+  const auto qkv = qkv_->forward(x).view({B, T, 3, n_heads_, head_dim}).permute({2, 0, 3, 1, 4}).unbind(0);
+  const auto& q = qkv[0];
+  const auto& k = qkv[1];
+  const auto& v = qkv[2];
   auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));
   scores = scores.masked_fill(mask_.slice(0, 0, T).slice(1, 0, T), -std::numeric_limits<float>::infinity());
   auto y = torch::matmul(torch::softmax(scores, -1), v);

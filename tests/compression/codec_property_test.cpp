@@ -225,6 +225,49 @@ TEST(CodecPropertyTest, TopkBreaksTiesTowardsTheLowerIndex) {
   }
 }
 
+// Vectors of at least 1 Mi values take the sampled path: the threshold is
+// guessed from 16 runs of the vector, then made exact. The kept set must be
+// the stable sort's whatever the guess: a good sample, one that misjudges
+// (the sampled runs hold the large values, so too few entries pass the
+// guess and every entry becomes a candidate), and ties at the threshold.
+TEST(CodecPropertyTest, TopkOnLargeVectorsIsExactWhateverTheSampleSays) {
+  const std::size_t n = std::size_t{1} << 21;
+  auto check = [&](const std::vector<float>& v, double ratio, const char* what) {
+    auto c = codec("topk", false, ratio);
+    auto d = round_trip(*c, v);
+    const std::size_t k = static_cast<std::size_t>(std::ceil(ratio * static_cast<double>(n)));
+    std::vector<std::size_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return std::abs(v[a]) > std::abs(v[b]); });
+    std::vector<bool> kept(n, false);
+    for (std::size_t i = 0; i < k; ++i) kept[order[i]] = true;
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < n; ++i) wrong += (d[i] != 0.0f) != kept[i] ? 1 : 0;
+    EXPECT_EQ(wrong, 0u) << what << " ratio=" << ratio;
+  };
+  const auto gaussian = normal(n, 77);
+  check(gaussian, 0.1, "gaussian");
+  check(gaussian, 0.01, "gaussian");
+  // The large values sit exactly where the sample looks (16 evenly spread
+  // runs of 4096), everything else is small: the guess lets too few through.
+  std::vector<float> skewed(n);
+  for (std::size_t i = 0; i < n; ++i) skewed[i] = 1e-6f * gaussian[i];
+  for (std::size_t r = 0; r < 16; ++r) {
+    const std::size_t first = (n - 4096) * r / 15;
+    for (std::size_t i = first; i < first + 4096; ++i) skewed[i] = 1.0f + std::abs(gaussian[i]);
+  }
+  check(skewed, 0.1, "sample misjudges");
+  // Few distinct magnitudes: many ties at the threshold.
+  std::vector<float> ties(n);
+  std::uint32_t x = 99u;
+  for (auto& f : ties) {
+    x = x * 1664525u + 1013904223u;
+    f = static_cast<float>(1 + (x >> 16) % 5) * ((x >> 8) & 1 ? -1.0f : 1.0f);
+  }
+  check(ties, 0.1, "ties");
+  check(ties, 0.3, "ties");
+}
+
 TEST(CodecPropertyTest, SignDecodesToSignedBlockMeanMagnitude) {
   auto c = codec("sign");
   for (auto n : kLengths) {
