@@ -132,6 +132,17 @@ def inner_overhead(q):
         row = next(l for l in text.splitlines() if l.startswith("| raw libtorch"))
         return float(row.split("|")[6])
     ts_overhead = raw_ms(ts) / raw_ms(out)
+    # The byte GPT at ~25M parameters against Python eager, alternated the same way.
+    big = ["--d-model", "512", "--layers", "8", "--heads", "8", "--steps", "2", "--blocks", "3"]
+    big_cmd = ["build/bench/bench_inner", "--only", "diloco"] + big
+    big_py_cmd = ["/usr/bin/python3", "bench/inner_python.py"] + big
+    big_c, big_p = [], []
+    for _ in range(rounds):
+        big_c.append(row_ms(run(big_cmd), "| diloco InnerLoop"))
+        big_p.append(row_ms(run(big_py_cmd), "| python eager"))
+    big_vs_python = med(big_p) / med(big_c)
+    profile_cmd = ["/usr/bin/python3", "bench/profile_step.py", "--steps", "10" if q else "20", "--top", "10"]
+    profile = run(profile_cmd)
     rows = "\n".join(l for t in (llama, ts) for l in t.splitlines() if l.startswith("| diloco") or l.startswith("| raw"))
     return f"""## 1. Inner-loop overhead (`bench/inner_bench.cpp`)
 
@@ -150,6 +161,20 @@ Commands: `{' '.join(cmd)}` and `{' '.join(py_cmd)}`, alternated {rounds}x
 
 diloco / raw step time: **{ratio:.3f}** (target ≤ 1.03: {yes(ratio <= 1.03)}).
 diloco steps/s over Python eager's: **{vs_python:.3f}** (target ≥ 1.10: {yes(vs_python >= 1.10)}).
+At ~25M parameters (the byte GPT with `{' '.join(big[:6])}`, batch 16 x 64,
+`{' '.join(big_cmd)}` and `{' '.join(big_py_cmd)}` alternated {rounds}x): diloco
+{med(big_c):.0f} ms, Python eager {med(big_p):.0f} ms per step, diloco steps/s over Python's
+**{big_vs_python:.3f}** (target ≥ 1.0: {yes(big_vs_python >= 1.0)}).
+
+Where the step's time goes (`{' '.join(profile_cmd)}`): both loops under
+libtorch's profiler (the C++ legacy autograd profiler, torch.profiler in
+Python), self time per operator. The profilers attribute differently (the
+C++ one records the matrix products of `linear` as `mm` where Python's
+records `addmm`, and adds its own overhead per operator), so their totals
+exceed the wall time and compare only loosely; the wall-time row is the
+unprofiled measurement.
+
+{profile.strip()}
 
 The loader row is the batch sampler alone at the same batch shape, over an
 llm.c shard (pread, warm page cache), ids checked as in training: it
@@ -180,6 +205,14 @@ def codecs(q):
         parts = line.split()
         if len(parts) >= 7 and parts[0] in ("none", "fp16", "int8", "int4", "topk", "topk+int8", "sign"):
             losses[parts[0]] = (float(parts[2]), float(parts[4]))
+    speed = {}
+    for line in throughput.splitlines():
+        cells = line.split()
+        if len(cells) == 7 and cells[0] not in ("codec", "memcpy", "#"):
+            speed[cells[0]] = (float(cells[2]), float(cells[4]))  # encode, decode as fractions of memcpy
+    short = [f"{c} {'enc' if e < need else 'dec'} {min(e, d):.2f}"
+             for c, (e, d) in speed.items() for need in [0.6 if c in ("int8", "fp16") else 0.3] if min(e, d) < need]
+    none_enc = speed["none"][0]
     base = losses["none"]
     change = {c: 100 * (v[0] / base[0] - 1) for c, v in losses.items()}
     bytes_cut = {c: base[1] / v[1] for c, v in losses.items()}
@@ -194,6 +227,11 @@ the input's RMS.
 Command: `{' '.join(cmd)}`
 
 {code(throughput)}
+Targets: every codec's encode and decode at least 0.3 of memcpy, int8 and fp16
+at least 0.6: {yes(not short)}{'' if not short else ' (short: ' + ', '.join(short) + ')'}; `none` (a copy and
+its CRC32C) encodes at least 0.7 of memcpy: {yes(none_enc >= 0.7)} ({none_enc:.2f}). memcpy itself moves
+between runs on this machine (7-10 GB/s), and the ratios with it.
+
 ### Training effect of each codec (`bench/codec_training.sh`)
 
 `recipes/quickstart.toml` (4 ranks = 2 sites x 2) once per codec, same seed,
@@ -226,11 +264,12 @@ def exchange_vs_bound(q):
             if r > worst:
                 worst, worst_codec = r, f"{cells[0]} ({sites} sites)"
     over = {2: [], 4: []}
+    limit = {2: 1.10, 4: 1.25}  # 2 sites: one rank per core; 4 sites: two ranks share each core
     for sites, block in zip((2, 4), out):
         for line in block.splitlines():
             if line.startswith("| ") and not line.startswith("| codec"):
                 cells = [c.strip() for c in line.strip("|").split("|")]
-                if float(cells[4]) > 1.25:
+                if float(cells[4]) > limit[sites]:
                     over[sites].append(f"{cells[0]} ({float(cells[4]):.2f}x)")
     return f"""## 3. One exchange against the link's limit (`bench/exchange_bench.cpp`)
 
@@ -245,8 +284,8 @@ emulation adds on top of the emulated time.
 Commands: `{cmds[0]}` and `{cmds[1]}`
 
 {chr(10).join(out)}
-Target ≤ 1.25x of the bound, 2 sites (one rank per core): {yes(not over[2])}{'' if not over[2] else ' for ' + ', '.join(over[2])};
-4 sites (two ranks per core): {yes(not over[4])}{'' if not over[4] else ' for ' + ', '.join(over[4])}; worst {worst:.2f}x ({worst_codec}).
+Target ≤ 1.10x of the bound with 2 sites (one rank per core): {yes(not over[2])}{'' if not over[2] else ' for ' + ', '.join(over[2])};
+≤ 1.25x with 4 sites (two ranks per core): {yes(not over[4])}{'' if not over[4] else ' for ' + ', '.join(over[4])}; worst {worst:.2f}x ({worst_codec}).
 Where it is missed the gap is compute on this machine, not the link: the
 emulated link time runs alongside the real transfer, but encoding, error
 feedback (encode and decode of the own payload) and decoding every site's

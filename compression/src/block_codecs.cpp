@@ -99,6 +99,35 @@ DILOCO_CLONES void unpack_signs(const unsigned char* bits, std::size_t first, st
   }
 }
 
+// Nibble g of the payload is element g (low nibble first), q offset by 8,
+// for the elements [first, first + n) of q[0, n): pairs of whole bytes
+// without a branch per value, then a half byte at either end.
+DILOCO_CLONES void pack_nibbles(const std::int8_t* q, std::size_t first, std::size_t n, unsigned char* packed) {
+  std::size_t i = 0;
+  if (first % 2 == 1 && n > 0) {  // the high nibble of a byte the previous block began
+    packed[first / 2] = static_cast<unsigned char>(packed[first / 2] | ((static_cast<unsigned>(q[0] + 8) & 0x0Fu) << 4));
+    i = 1;
+  }
+  unsigned char* out = packed + (first + i) / 2;
+  const std::size_t pairs = (n - i) / 2;
+  for (std::size_t p = 0; p < pairs; ++p) {
+    const unsigned lo = static_cast<unsigned>(q[i + 2 * p] + 8) & 0x0Fu;
+    const unsigned hi = static_cast<unsigned>(q[i + 2 * p + 1] + 8) & 0x0Fu;
+    out[p] = static_cast<unsigned char>(lo | (hi << 4));
+  }
+  if ((n - i) % 2 == 1) out[pairs] = static_cast<unsigned char>(static_cast<unsigned>(q[n - 1] + 8) & 0x0Fu);
+}
+
+// out[0, n) = (nibble - 8) * step from whole bytes (n even, or the last high
+// nibble unused).
+DILOCO_CLONES void unpack_nibbles(const unsigned char* bytes, std::size_t n, float step, float* out) {
+  for (std::size_t p = 0; p < n / 2; ++p) {
+    out[2 * p] = static_cast<float>(static_cast<int>(bytes[p] & 0x0Fu) - 8) * step;
+    out[2 * p + 1] = static_cast<float>(static_cast<int>(bytes[p] >> 4) - 8) * step;
+  }
+  if (n % 2 == 1) out[n - 1] = static_cast<float>(static_cast<int>(bytes[n / 2] & 0x0Fu) - 8) * step;
+}
+
 class AbsmaxCodec final : public Codec {
  public:
   AbsmaxCodec(int bits, std::uint32_t block, bool stochastic)
@@ -143,13 +172,7 @@ class AbsmaxCodec final : public Codec {
       if (bits_ == 8) {
         std::memcpy(packed + first, q.data(), len);
       } else {
-        // Nibble i of the payload is element i (low nibble first), offset by 8.
-        for (std::size_t i = 0; i < len; ++i) {
-          const std::size_t g = first + i;
-          const auto nib = static_cast<unsigned>(q[i] + 8) & 0x0Fu;
-          auto& byte = reinterpret_cast<unsigned char&>(packed[g / 2]);
-          byte = (g % 2 == 0) ? static_cast<unsigned char>(nib) : static_cast<unsigned char>(byte | (nib << 4));
-        }
+        pack_nibbles(q.data(), first, len, reinterpret_cast<unsigned char*>(packed));
       }
     }
     return body_size(n);
@@ -188,6 +211,11 @@ class AbsmaxCodec final : public Codec {
       for (std::size_t c = 0; c < len; c += kChunk) {
         const std::size_t m = std::min(kChunk, len - c);
         const std::size_t base = first + c;
+        if (bits_ == 4 && !tiny && base % 2 == 0) {  // whole bytes: two values each, no branch per value
+          unpack_nibbles(packed + base / 2, m, absmax / static_cast<float>(levels_), buf);
+          store(out.data() + base, buf, m, accumulate, weight);
+          continue;
+        }
         for (std::size_t i = 0; i < m; ++i) {
           const std::size_t g = base + i;
           const int q = bits_ == 8 ? static_cast<std::int8_t>(packed[g])
