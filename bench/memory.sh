@@ -17,7 +17,8 @@ shape=(--set model.d_model=$d_model --set model.n_layers=$layers --set model.n_h
 
 build/bench/bench_inner --only diloco --d-model "$d_model" --layers "$layers" --heads 8 --seq-len 64 --batch 8 \
   --steps 4 --blocks 2 > "$out/plain.txt"
-params_m=$(grep -m1 "diloco InnerLoop" "$out/plain.txt" | awk -F'|' '{gsub(/[ M]/, "", $5); print $5}')
+# The params column (loop | model | device | precision | params | ...).
+params_m=$(grep -m1 "diloco InnerLoop" "$out/plain.txt" | awk -F'|' '{gsub(/[ M]/, "", $6); print $6}')
 plain_mb=$(awk '/peak RSS/ {print $3}' "$out/plain.txt")
 param_mb=$(python3 -c "print($params_m * 4)")  # fp32 bytes, MB
 

@@ -15,6 +15,7 @@
 #include <functional>
 #include <iostream>
 
+#include "app/gpu_placement.h"
 #include "app/metrics_log.h"
 #include "app/resume.h"
 #include "app/sites.h"
@@ -228,37 +229,11 @@ class TrainSession {
     device_ = inner::choose_device(recipe_.devices.device, inner::cuda_device_count(), launch_.local_rank);
     device_.precision = recipe_.devices.precision;
     intra_site_ = comm::choose_intra_site(recipe_.devices.intra_site, device_.cuda, comm::nccl_built());
-    check_one_gpu_per_rank();
+    intra_site_ = confirm_one_gpu_per_rank(*comms_.site, comms_.topology.site, device_, recipe_.devices.intra_site,
+                                           intra_site_);
     if (device_.cuda && recipe_.devices.outer_state_on_device)
       throw std::invalid_argument(
           "outer.state_device = \"same\" is not possible on CUDA: the outer optimizer works on host memory");
-  }
-
-  // NCCL needs a GPU of its own for every rank of a communicator (more
-  // ranks per node than GPUs share them): asked for, that is refused;
-  // chosen by auto, the site's gradients go over MPI instead.
-  void check_one_gpu_per_rank() {
-    const auto nodes = comm::gather_node_names(*comms_.site);
-    std::vector<double> devices(static_cast<std::size_t>(comms_.site->size()), 0.0);
-    devices[static_cast<std::size_t>(comms_.site->rank())] = device_.cuda ? device_.index + 1.0 : 0.0;
-    comms_.site->all_reduce_sum(std::span<double>(devices));
-    if (intra_site_ != comm::IntraSiteBackend::kNccl) return;
-    std::vector<int> gpus;
-    for (double d : devices) gpus.push_back(static_cast<int>(d) - 1);
-    const auto shared = comm::shared_gpu(nodes, gpus);
-    if (!shared) return;
-    const auto [a, b] = *shared;
-    const std::string what = "ranks " + std::to_string(a) + " and " + std::to_string(b) + " of site " +
-                             std::to_string(comms_.topology.site) + " would share GPU " +
-                             std::to_string(gpus[static_cast<std::size_t>(a)]) + " on " + nodes[static_cast<std::size_t>(a)];
-    if (recipe_.devices.intra_site == comm::IntraSiteSetting::kNccl)
-      throw std::invalid_argument("comm.intra_site = \"nccl\": " + what +
-                                  "; NCCL needs one GPU per rank (start at most one rank per GPU, or use "
-                                  "comm.intra_site = \"mpi\")");
-    intra_site_ = comm::IntraSiteBackend::kMpi;
-    if (comms_.site->rank() == 0)
-      std::fprintf(stderr, "diloco: %s; this site's gradients go over MPI, not NCCL (comm.intra_site = \"auto\")\n",
-                   what.c_str());
   }
 
   void build_inner_loop() {
