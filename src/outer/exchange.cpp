@@ -161,7 +161,7 @@ ExchangeStats Exchange::average(std::span<float> delta, const SiteUpdate& mine, 
   if (std::all_of(exact_shares.begin(), exact_shares.end(), [](double s) { return s <= 0.0; }))
     throw ExchangeError("no site has a usable pseudo-gradient this round", -1);
   std::vector<float> shares(exact_shares.begin(), exact_shares.end());
-  transmit(delta, shares, seed_of(round), stats, /*markers=*/false);
+  transmit(delta, shares, seed_of(round), stats, /*markers=*/false, /*feedback=*/true);
   stats.payload_bytes = leaders_.traffic().bytes_sent - sent_before;
   stats.seconds = seconds_since(start);
   return stats;
@@ -175,7 +175,7 @@ ExchangeStats Exchange::mean(std::span<float> values, std::span<const float> sha
   ExchangeStats stats;
   std::vector<float> fixed(shares.begin(), shares.end());
   const bool finite = compression::all_finite(values);
-  transmit(values, fixed, seed_of(round), stats, /*markers=*/true);
+  transmit(values, fixed, seed_of(round), stats, /*markers=*/true, /*feedback=*/finite);
   if (!finite || std::any_of(stats.excluded.begin(), stats.excluded.end(),
                              [](const ExcludedSite& e) { return e.reason == Exclusion::kNonFinite; }))
     std::fill(values.begin(), values.end(), std::numeric_limits<float>::quiet_NaN());
@@ -187,13 +187,13 @@ ExchangeStats Exchange::mean(std::span<float> values, std::span<const float> sha
 // Error feedback, then the algorithm: `delta` becomes the shares' sum. With
 // `markers`, values that cannot be encoded (not finite) go out as empty
 // payloads, which every receiver reads as "not finite" (mean() then gives
-// NaN everywhere); without, they are an error.
+// NaN everywhere); without, they are an error. `feedback` false keeps the
+// error-feedback residual out of it (the caller found the values not finite).
 void Exchange::transmit(std::span<float> delta, std::vector<float>& shares, std::uint64_t seed, ExchangeStats& stats,
-                        bool markers) {
+                        bool markers, bool feedback) {
   const int me = leaders_.rank();
   // Error feedback: transmit decode(encode(delta + residual)); keep the rest.
-  // Values that are not finite leave the residual alone.
-  if (options_.error_feedback && shares[me] > 0.0f && (!markers || compression::all_finite(delta))) {
+  if (feedback && options_.error_feedback && shares[me] > 0.0f) {
     if (!feedback_) feedback_.emplace(delta.size(), options_.error_feedback_decay);
     if (feedback_->encode(*codec_, delta, payload_, delta, seed) != compression::EncodeError::kOk)
       throw ExchangeError("cannot encode this site's pseudo-gradient", me);

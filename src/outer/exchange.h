@@ -127,7 +127,7 @@ class Exchange {
                                    std::vector<ExcludedSite>& excluded);
   std::uint64_t seed_of(std::int64_t round) const;
   void transmit(std::span<float> delta, std::vector<float>& shares, std::uint64_t seed, ExchangeStats& stats,
-                bool markers);
+                bool markers, bool feedback);
   void encode(std::span<const float> values, std::uint64_t seed, bool markers, const char* what);
   void all_gather_average(std::span<float> delta, std::vector<float>& shares, std::uint64_t seed,
                           ExchangeStats& stats, bool markers);
