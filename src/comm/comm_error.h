@@ -16,4 +16,13 @@ class CommError : public std::runtime_error {
   int rank_;
 };
 
+// A peer between sites launched apart did not answer within the deadline,
+// or another site declared the membership broken. MPI reports neither (a
+// dead or frozen peer across joined jobs just never answers), so the wait
+// that noticed throws this and the membership decides who is still there.
+class PeerLost : public CommError {
+ public:
+  using CommError::CommError;
+};
+
 }  // namespace diloco::comm

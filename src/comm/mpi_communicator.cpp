@@ -129,20 +129,51 @@ void MpiCommunicator::count_all_reduce(std::size_t bytes) {
 // Blocking calls are non-blocking ones completed here: at once with
 // MPI_Wait, or, on a communicator that yields (a comm thread's), by testing
 // with short sleeps between tests. Open MPI otherwise spins a core while it
-// waits, and that core is one the inner steps beside it need.
+// waits, and that core is one the inner steps beside it need. A communicator
+// with a deadline polls the same way and gives up when it passes.
 void MpiCommunicator::complete(MPI_Request& request, MPI_Status* status) {
-  if (!yield_while_waiting_) {
+  if (!polls()) {
     DILOCO_MPI_CHECK(MPI_Wait(&request, status));
     return;
   }
+  const auto since = std::chrono::steady_clock::now();
   auto pause = std::chrono::microseconds(20);
   for (;;) {
     int done = 0;
     DILOCO_MPI_CHECK(MPI_Test(&request, &done, status));
     if (done) return;
+    check_deadline(since, "a collective between sites");
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(1000));
   }
+}
+
+void MpiCommunicator::set_deadline(double seconds, int alarm_tag) {
+  deadline_s_ = seconds;
+  alarm_tag_ = alarm_tag;
+}
+
+void MpiCommunicator::replace(MPI_Comm comm) {
+  comm_ = comm;
+  DILOCO_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  DILOCO_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+}
+
+void MpiCommunicator::check_deadline(std::chrono::steady_clock::time_point since, const char* what) {
+  if (deadline_s_ <= 0.0) return;
+  if (alarm_tag_ >= 0) {
+    int alarm = 0;
+    MPI_Status status;
+    DILOCO_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, alarm_tag_, comm_, &alarm, &status));
+    if (alarm)
+      throw PeerLost("member " + std::to_string(status.MPI_SOURCE) + " started a recovery while this one waited in " +
+                         what, current_world_rank());
+  }
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+  if (waited > deadline_s_)
+    throw PeerLost(std::string("no answer within ") + std::to_string(static_cast<int>(deadline_s_)) + " s (" + what +
+                       ")", current_world_rank());
 }
 
 template <class T>
@@ -240,11 +271,13 @@ std::vector<std::byte> MpiCommunicator::send_recv(std::span<const std::byte> dat
   DILOCO_MPI_CHECK(MPI_Isend(data.data(), static_cast<int>(data.size()), MPI_BYTE, dest, tag, comm_, &request));
   MPI_Status status;
   MPI_Message message;
-  if (yield_while_waiting_) {
+  if (polls()) {
+    const auto since = std::chrono::steady_clock::now();
     auto pause = std::chrono::microseconds(20);
     for (int found = 0; !found;) {
       DILOCO_MPI_CHECK(MPI_Improbe(source, tag, comm_, &found, &message, &status));
       if (found) break;
+      check_deadline(since, "a ring step between sites");
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(1000));
     }

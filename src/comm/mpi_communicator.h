@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -104,6 +105,17 @@ class MpiCommunicator final : public Communicator {
 
   MPI_Comm handle() const { return comm_; }
 
+  // Between sites launched apart: every wait polls against `seconds` and
+  // ends early when a message tagged `alarm_tag` is waiting (a peer started a
+  // recovery); either way it throws PeerLost. 0 seconds turns it off.
+  void set_deadline(double seconds, int alarm_tag);
+
+  // Points this communicator at `comm` (a new membership), keeping its
+  // traffic counters, deadline and settings. The old handle is not freed:
+  // requests may still hang on it (a lost peer's), and freeing such a
+  // communicator can block; it is left to MPI_Finalize.
+  void replace(MPI_Comm comm);
+
  protected:
   // The duplicate waits by testing and sleeping instead of spinning, since it
   // is meant for a thread that shares the cores with compute.
@@ -119,6 +131,13 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0;
   int size_ = 1;
   bool yield_while_waiting_ = false;  // duplicates for comm threads sleep between tests
+  double deadline_s_ = 0.0;
+  int alarm_tag_ = -1;
+
+  bool polls() const { return yield_while_waiting_ || deadline_s_ > 0.0; }
+  // In deadline mode: throws PeerLost when the wait that began at `since`
+  // has lasted too long or an alarm is waiting.
+  void check_deadline(std::chrono::steady_clock::time_point since, const char* what);
 };
 
 }  // namespace diloco::comm

@@ -1,0 +1,523 @@
+// Joining through the name service, admitting at round boundaries, and
+// recovering from a lost member by majority (see membership.h).
+#include "comm/membership.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <unistd.h>
+
+namespace diloco::comm {
+namespace {
+
+// Tags on the leaders' communicator, above any the exchange or probes use.
+constexpr int kAlarmTag = 31001;
+constexpr int kViewTag = 31002;
+constexpr int kGroupTag = 31003;
+// Tags on a door (the intercommunicator with one newcomer).
+constexpr int kHelloTag = 1;
+constexpr int kReplyTag = 2;
+
+enum Decision : int { kWait = 0, kAdmit = 1, kStart = 2, kFail = 3 };
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+void put_u32(std::string& out, std::uint32_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
+void put_text(std::string& out, const std::string& s) {
+  put_u32(out, static_cast<std::uint32_t>(s.size()));
+  out += s;
+}
+
+struct Reader {
+  const std::string& in;
+  std::size_t at = 0;
+  std::uint32_t u32() {
+    if (in.size() - at < sizeof(std::uint32_t)) throw JoinError("a hello ends early");
+    std::uint32_t v;
+    std::memcpy(&v, in.data() + at, sizeof v);
+    at += sizeof v;
+    return v;
+  }
+  std::string text() {
+    const auto n = u32();
+    if (in.size() - at < n) throw JoinError("a hello ends early");
+    std::string s = in.substr(at, n);
+    at += n;
+    return s;
+  }
+};
+
+// A message of any length on `comm` from `source`, or nullopt-like empty
+// `ok` when none arrives within `timeout_s`.
+bool receive_text(MPI_Comm comm, int source, int tag, double timeout_s, std::string& out) {
+  const auto start = Clock::now();
+  for (;;) {
+    int found = 0;
+    MPI_Status status;
+    DILOCO_MPI_CHECK(MPI_Iprobe(source, tag, comm, &found, &status));
+    if (found) {
+      int count = 0;
+      DILOCO_MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &count));
+      out.assign(static_cast<std::size_t>(count), '\0');
+      DILOCO_MPI_CHECK(MPI_Recv(out.data(), count, MPI_BYTE, source, tag, comm, MPI_STATUS_IGNORE));
+      return true;
+    }
+    if (since(start) > timeout_s) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+void send_text(MPI_Comm comm, int dest, int tag, const std::string& text) {
+  DILOCO_MPI_CHECK(MPI_Send(text.data(), static_cast<int>(text.size()), MPI_BYTE, dest, tag, comm));
+}
+
+// Connects to `port` alone, giving up after `timeout_s` (a door whose keeper
+// is gone never answers; MPI has no timeout of its own). A connect that
+// gives up is left blocked on its thread: the process is ending anyway.
+MPI_Comm connect_within(const std::string& port, double timeout_s, const std::string& what) {
+  auto result = std::make_shared<std::promise<MPI_Comm>>();
+  auto done = result->get_future();
+  std::thread([port, result] {
+    MPI_Comm inter = MPI_COMM_NULL;
+    const int rc = MPI_Comm_connect(port.c_str(), MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter);
+    result->set_value(rc == MPI_SUCCESS ? inter : MPI_COMM_NULL);
+  }).detach();
+  if (done.wait_for(std::chrono::duration<double>(timeout_s)) != std::future_status::ready)
+    throw JoinError("no answer from " + what + " within " + std::to_string(static_cast<int>(timeout_s)) +
+                    " s (its keeper may be gone; is the run still alive?)");
+  MPI_Comm inter = done.get();
+  if (inter == MPI_COMM_NULL) throw JoinError("cannot connect to " + what + " (MPI_Comm_connect failed)");
+  MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
+  return inter;
+}
+
+}  // namespace
+
+std::string encode_hello(const SiteHello& h) {
+  std::string out;
+  put_u32(out, static_cast<std::uint32_t>(h.index));
+  out.append(reinterpret_cast<const char*>(&h.weight), sizeof h.weight);
+  put_text(out, h.name);
+  put_text(out, h.signature);
+  return out;
+}
+
+SiteHello decode_hello(const std::string& bytes) {
+  Reader r{bytes};
+  SiteHello h;
+  h.index = static_cast<int>(r.u32());
+  if (bytes.size() - r.at < sizeof h.weight) throw JoinError("a hello ends early");
+  std::memcpy(&h.weight, bytes.data() + r.at, sizeof h.weight);
+  r.at += sizeof h.weight;
+  h.name = r.text();
+  h.signature = r.text();
+  if (r.at != bytes.size()) throw JoinError("a hello has trailing bytes");
+  if (h.index < 0 || h.index > (1 << 20)) throw JoinError("a hello names site index " + std::to_string(h.index));
+  return h;
+}
+
+Membership::Membership(JoinConfig config) : config_(std::move(config)) {
+  const char* server = std::getenv("OMPI_MCA_pmix_server_uri");
+  if (!server || !*server)
+    throw JoinError("topology.join = \"rendezvous\" needs the run's ompi-server: launch this site with "
+                    "mpirun --ompi-server file:URI_FILE (scripts/rendezvous starts the server and prints the line)");
+  MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+  try {
+    enter();
+  } catch (...) {
+    close_door();  // the door's thread must not outlive a failed join
+    throw;
+  }
+}
+
+void Membership::enter() {
+  const auto start = Clock::now();
+  for (;;) {
+    // The highest door published is the current keeper's.
+    std::string door;
+    for (int g = 0;; ++g) {
+      char port[MPI_MAX_PORT_NAME] = {0};
+      if (MPI_Lookup_name(name("door-" + std::to_string(g)).c_str(), MPI_INFO_NULL, port) != MPI_SUCCESS) break;
+      door = port;
+    }
+    if (!door.empty()) {
+      join(door);
+      break;
+    }
+    if (config_.hello.index == config_.founder) {
+      found();
+      break;
+    }
+    if (since(start) > config_.join_timeout_s)
+      throw JoinError("no group to join for run \"" + config_.run_id + "\" within rendezvous.join_timeout_s = " +
+                      std::to_string(static_cast<int>(config_.join_timeout_s)) + " s (site " +
+                      std::to_string(config_.founder) + " founds it; is it launched, with the same run id and server?)");
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  leaders_->set_deadline(config_.deadline_s, kAlarmTag);
+  if (!started_) wait_for_sites();
+}
+
+Membership::~Membership() { close_door(); }
+
+void Membership::found() {
+  MPI_Comm self = MPI_COMM_NULL;
+  DILOCO_MPI_CHECK(MPI_Comm_dup(MPI_COMM_SELF, &self));
+  leaders_ = std::make_unique<MpiCommunicator>(self);
+  members_ = {config_.hello};
+  open_door();
+}
+
+void Membership::join(const std::string& door_port) {
+  const double timeout = config_.join_timeout_s;
+  MPI_Comm door = connect_within(door_port, timeout, "the group's door");
+  send_text(door, 0, kHelloTag, encode_hello(config_.hello));
+  std::string reply;
+  if (!receive_text(door, 0, kReplyTag, timeout, reply))
+    throw JoinError("the group did not answer this site's hello within rendezvous.join_timeout_s");
+  if (reply.empty() || reply[0] != '+') throw JoinError("refused by the group: " + (reply.empty() ? "" : reply.substr(1)));
+  MPI_Comm inter = connect_within(reply.substr(1), timeout, "the group");
+  MPI_Comm merged = MPI_COMM_NULL;
+  DILOCO_MPI_CHECK(MPI_Intercomm_merge(inter, 1, &merged));
+  MPI_Comm_free(&inter);
+  MPI_Comm_free(&door);
+  leaders_ = std::make_unique<MpiCommunicator>(merged);
+  share_roster();
+  joined_late_ = started_;
+}
+
+// Every member learns rank 0's view: epoch, door, whether training started,
+// and who is who.
+void Membership::share_roster() {
+  std::string roster;
+  if (leaders_->rank() == 0) {
+    put_u32(roster, static_cast<std::uint32_t>(epoch_));
+    put_u32(roster, static_cast<std::uint32_t>(door_generation_));
+    put_u32(roster, started_ ? 1 : 0);
+    put_u32(roster, static_cast<std::uint32_t>(members_.size()));
+    for (const auto& m : members_) put_text(roster, encode_hello(m));
+  }
+  std::uint64_t size = roster.size();
+  broadcast_values(*leaders_, std::span<std::uint64_t>(&size, 1), 0);
+  roster.resize(size);
+  leaders_->broadcast(std::as_writable_bytes(std::span<char>(roster.data(), roster.size())), 0);
+  if (leaders_->rank() == 0) return;
+  Reader r{roster};
+  epoch_ = static_cast<int>(r.u32());
+  door_generation_ = static_cast<int>(r.u32());
+  started_ = r.u32() != 0;
+  members_.resize(r.u32());
+  for (auto& m : members_) m = decode_hello(r.text());
+}
+
+// Before round 1, rank 0 decides every tenth of a second: admit who knocked,
+// start (all expected sites, or enough after the timeout), fail, or wait.
+void Membership::wait_for_sites() {
+  const auto start = Clock::now();
+  for (;;) {
+    int decision = kWait;
+    std::vector<Knock> knocks;
+    if (leaders_->rank() == 0) {
+      knocks = take_knocks();
+      const int size = leaders_->size();
+      const bool timed_out = since(start) > config_.join_timeout_s;
+      if (!knocks.empty()) decision = kAdmit;
+      else if (size >= config_.expected_sites || (timed_out && size >= config_.min_sites)) decision = kStart;
+      else if (timed_out) decision = kFail;
+    }
+    broadcast_values(*leaders_, std::span<int>(&decision, 1), 0);
+    if (decision == kAdmit) {
+      admit(std::move(knocks));
+    } else if (decision == kStart) {
+      started_ = true;
+      newcomers_.clear();  // they start with everyone: nothing to catch up on
+      return;
+    } else if (decision == kFail) {
+      throw JoinError("only " + std::to_string(leaders_->size()) + " sites joined within rendezvous.join_timeout_s; "
+                      "rendezvous.min_sites is " + std::to_string(config_.min_sites));
+    } else if (leaders_->rank() == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+}
+
+MembershipChange Membership::admit_waiting() {
+  newcomers_.clear();
+  std::vector<Knock> knocks;
+  if (leaders_->rank() == 0) knocks = take_knocks();
+  int count = static_cast<int>(knocks.size());
+  broadcast_values(*leaders_, std::span<int>(&count, 1), 0);
+  MembershipChange change;
+  if (count == 0) return change;
+  const auto start = Clock::now();
+  change.joined = admit(std::move(knocks));
+  change.epoch = epoch_;
+  change.why = "joined";
+  change.seconds = since(start);
+  return change;
+}
+
+std::vector<std::string> Membership::admit(std::vector<Knock> knocks) {
+  newcomers_.clear();
+  // Rank 0 refuses what cannot join (its reply says why), then tells the
+  // others how many it lets in.
+  std::vector<Knock> admitted;
+  for (auto& k : knocks) {
+    std::string refusal;
+    const auto same_index = [&](const SiteHello& m) { return m.index == k.hello.index; };
+    if (std::any_of(members_.begin(), members_.end(), same_index) ||
+        std::any_of(admitted.begin(), admitted.end(), [&](const Knock& a) { return same_index(a.hello); }))
+      refusal = "site index " + std::to_string(k.hello.index) + " is taken (rendezvous.site must differ per site)";
+    else if (k.hello.signature != members_.front().signature)
+      refusal = "its model (" + k.hello.signature + ") differs from the group's (" + members_.front().signature + ")";
+    if (refusal.empty()) {
+      admitted.push_back(std::move(k));
+      continue;
+    }
+    send_text(k.door, 0, kReplyTag, "!" + refusal);
+    MPI_Comm_free(&k.door);
+  }
+  int count = static_cast<int>(admitted.size());
+  broadcast_values(*leaders_, std::span<int>(&count, 1), 0);
+  std::vector<std::string> names;
+  for (int i = 0; i < count; ++i) {
+    char port[MPI_MAX_PORT_NAME] = {0};
+    if (leaders_->rank() == 0) {
+      DILOCO_MPI_CHECK(MPI_Open_port(MPI_INFO_NULL, port));
+      send_text(admitted[static_cast<std::size_t>(i)].door, 0, kReplyTag, std::string("+") + port);
+    }
+    MPI_Comm inter = MPI_COMM_NULL, merged = MPI_COMM_NULL;
+    MPI_Comm old = leaders_->handle();
+    DILOCO_MPI_CHECK(MPI_Comm_accept(port, MPI_INFO_NULL, 0, old, &inter));
+    DILOCO_MPI_CHECK(MPI_Intercomm_merge(inter, 0, &merged));
+    MPI_Comm_free(&inter);
+    leaders_->replace(merged);
+    MPI_Comm_free(&old);
+    if (leaders_->rank() == 0) {
+      MPI_Close_port(port);
+      MPI_Comm_free(&admitted[static_cast<std::size_t>(i)].door);
+      members_.push_back(admitted[static_cast<std::size_t>(i)].hello);
+    }
+    ++epoch_;
+    share_roster();
+    names.push_back(members_.back().name);
+    newcomers_.push_back(leaders_->size() - 1);
+  }
+  if (leaders_->rank() == 0) reopen_door();
+  return names;
+}
+
+MembershipChange Membership::recover(const std::string& why) {
+  const auto start = Clock::now();
+  MPI_Comm old = leaders_->handle();
+  const int n = leaders_->size();
+  const int me = leaders_->rank();
+  // 1. Alarm every member and listen for theirs: who answers within ping_s
+  // is alive. Receives still open afterwards are cancelled, so a stale
+  // member that wakes up later cannot write into freed memory.
+  static std::int64_t alarm = 0;
+  alarm = epoch_;
+  std::vector<std::int64_t> heard(static_cast<std::size_t>(n), 0);
+  std::vector<MPI_Request> receives(static_cast<std::size_t>(n), MPI_REQUEST_NULL);
+  for (int p = 0; p < n; ++p) {
+    if (p == me) continue;
+    MPI_Request send;
+    DILOCO_MPI_CHECK(MPI_Isend(&alarm, 1, MPI_INT64_T, p, kAlarmTag, old, &send));
+    MPI_Request_free(&send);
+    DILOCO_MPI_CHECK(MPI_Irecv(&heard[static_cast<std::size_t>(p)], 1, MPI_INT64_T, p, kAlarmTag, old,
+                               &receives[static_cast<std::size_t>(p)]));
+  }
+  std::vector<unsigned char> alive(static_cast<std::size_t>(n), 0);
+  alive[static_cast<std::size_t>(me)] = 1;
+  const auto listen = [&](std::vector<MPI_Request>& requests, std::vector<unsigned char>& done) {
+    const auto t0 = Clock::now();
+    for (;;) {
+      bool all = true;
+      for (std::size_t p = 0; p < requests.size(); ++p) {
+        if (requests[p] == MPI_REQUEST_NULL) continue;
+        int flag = 0;
+        DILOCO_MPI_CHECK(MPI_Test(&requests[p], &flag, MPI_STATUS_IGNORE));
+        if (flag) done[p] = 1;
+        else all = false;
+      }
+      if (all || since(t0) > config_.ping_s) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    for (auto& r : requests)
+      if (r != MPI_REQUEST_NULL) {
+        MPI_Cancel(&r);
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
+      }
+  };
+  listen(receives, alive);
+
+  // 2. Agree: every survivor sends its view to the others it heard; all
+  // views must be the same (an asymmetric cut can make them differ, and a
+  // communicator built from differing views would hang).
+  std::vector<std::vector<unsigned char>> views(static_cast<std::size_t>(n));
+  std::vector<MPI_Request> view_receives(static_cast<std::size_t>(n), MPI_REQUEST_NULL);
+  std::vector<MPI_Request> view_sends;
+  for (int p = 0; p < n; ++p) {
+    if (p == me || !alive[static_cast<std::size_t>(p)]) continue;
+    views[static_cast<std::size_t>(p)].resize(static_cast<std::size_t>(n));
+    MPI_Request send;
+    DILOCO_MPI_CHECK(MPI_Isend(alive.data(), n, MPI_UNSIGNED_CHAR, p, kViewTag, old, &send));
+    view_sends.push_back(send);
+    DILOCO_MPI_CHECK(MPI_Irecv(views[static_cast<std::size_t>(p)].data(), n, MPI_UNSIGNED_CHAR, p, kViewTag, old,
+                               &view_receives[static_cast<std::size_t>(p)]));
+  }
+  std::vector<unsigned char> answered(static_cast<std::size_t>(n), 0);
+  listen(view_receives, answered);
+  for (auto& s : view_sends) MPI_Request_free(&s);
+  // Alive is who heard the alarm and sees what this site sees; who alarmed
+  // but does not answer now (a stale alarm from members that have moved on)
+  // is gone.
+  std::vector<unsigned char> agreed(static_cast<std::size_t>(n), 0);
+  agreed[static_cast<std::size_t>(me)] = 1;
+  bool differ = false;
+  for (int p = 0; p < n; ++p) {
+    const auto i = static_cast<std::size_t>(p);
+    if (p == me || !alive[i] || !answered[i]) continue;
+    if (views[i] == alive) agreed[i] = 1;
+    else differ = true;
+  }
+
+  // 3. The majority rule, against the last agreed membership.
+  const int survivors = static_cast<int>(std::count(agreed.begin(), agreed.end(), 1));
+  if (2 * survivors <= n)
+    throw MinorityError("after " + why + ", this site reached " + std::to_string(survivors) + " of the " +
+                        std::to_string(n) + " sites of membership epoch " + std::to_string(epoch_) +
+                        ": not a strict majority, so it stops and the others (if they are the majority) go on");
+  if (differ)
+    throw CommError("the surviving sites see different memberships after " + why +
+                        " (an asymmetric network cut?); stopping this site", -1);
+  alive = agreed;
+
+  // 4. The survivors' communicator; the old one is left alone.
+  MPI_Group all_group, kept_group;
+  std::vector<int> kept;
+  for (int p = 0; p < n; ++p)
+    if (alive[static_cast<std::size_t>(p)]) kept.push_back(p);
+  DILOCO_MPI_CHECK(MPI_Comm_group(old, &all_group));
+  DILOCO_MPI_CHECK(MPI_Group_incl(all_group, survivors, kept.data(), &kept_group));
+  MPI_Comm fresh = MPI_COMM_NULL;
+  DILOCO_MPI_CHECK(MPI_Comm_create_group(old, kept_group, kGroupTag + epoch_, &fresh));
+  MPI_Group_free(&kept_group);
+  MPI_Group_free(&all_group);
+  leaders_->replace(fresh);
+
+  MembershipChange change;
+  std::vector<SiteHello> remaining;
+  for (int p = 0; p < n; ++p) {
+    if (alive[static_cast<std::size_t>(p)]) remaining.push_back(members_[static_cast<std::size_t>(p)]);
+    else change.left.push_back(members_[static_cast<std::size_t>(p)].name);
+  }
+  members_ = std::move(remaining);
+  ++epoch_;
+  if (!alive[0]) {  // the door's keeper is gone: the new rank 0 opens the next one
+    ++door_generation_;
+    if (me == kept.front()) open_door();
+  }
+  change.epoch = epoch_;
+  change.why = why;
+  change.seconds = since(start);
+  return change;
+}
+
+void Membership::open_door() {
+  char port[MPI_MAX_PORT_NAME] = {0};
+  DILOCO_MPI_CHECK(MPI_Open_port(MPI_INFO_NULL, port));
+  door_port_ = port;
+  const std::string door = name("door-" + std::to_string(door_generation_));
+  if (MPI_Publish_name(door.c_str(), MPI_INFO_NULL, port) != MPI_SUCCESS)
+    throw JoinError("cannot publish " + door + " on the rendezvous server");
+  closing_ = false;
+  door_thread_ = std::thread([this] { door_loop(); });
+}
+
+// The door's thread: accepts one newcomer at a time and queues its hello
+// for the next round boundary. A newcomer that connects and says nothing
+// within the deadline is dropped.
+void Membership::door_loop() {
+  while (!closing_) {
+    MPI_Comm inter = MPI_COMM_NULL;
+    if (MPI_Comm_accept(door_port_.c_str(), MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter) != MPI_SUCCESS) return;
+    MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
+    if (closing_) {
+      MPI_Comm_free(&inter);
+      return;
+    }
+    std::string bytes;
+    Knock knock;
+    knock.door = inter;
+    try {
+      if (!receive_text(inter, 0, kHelloTag, config_.deadline_s, bytes)) throw JoinError("no hello");
+      knock.hello = decode_hello(bytes);
+    } catch (const std::exception& e) {
+      send_text(inter, 0, kReplyTag, std::string("!malformed hello: ") + e.what());
+      MPI_Comm_free(&inter);
+      continue;
+    }
+    // One newcomer at a time: the next accept waits until the main thread
+    // has admitted or refused this one. Open MPI 4.1 deadlocks when two
+    // connect/accept handshakes (or one and a communicator creation) of one
+    // process run at once, and an accept only waiting for a peer is safe.
+    std::unique_lock<std::mutex> lock(knocks_mutex_);
+    knocks_.push_back(std::move(knock));
+    door_idle_.wait(lock, [this] { return knocks_.empty() || closing_; });
+  }
+}
+
+std::vector<Membership::Knock> Membership::take_knocks() {
+  std::lock_guard<std::mutex> lock(knocks_mutex_);
+  std::vector<Knock> out(std::make_move_iterator(knocks_.begin()), std::make_move_iterator(knocks_.end()));
+  return out;
+}
+
+// The knocks taken are settled: the door may accept the next newcomer.
+void Membership::reopen_door() {
+  {
+    std::lock_guard<std::mutex> lock(knocks_mutex_);
+    knocks_.clear();
+  }
+  door_idle_.notify_all();
+}
+
+// Withdraws the door from the name service and lets its thread go: an
+// accept cannot be cancelled (waking it by connecting from this process
+// hangs in Open MPI 4.1), so the thread stays blocked until the process
+// ends; end_membership() bounds that end.
+void Membership::close_door() {
+  if (!door_thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(knocks_mutex_);
+    closing_ = true;
+    for (auto& k : knocks_) send_text(k.door, 0, kReplyTag, "!the group is shutting down");
+  }
+  door_idle_.notify_all();
+  const std::string door = name("door-" + std::to_string(door_generation_));
+  MPI_Unpublish_name(door.c_str(), MPI_INFO_NULL, door_port_.c_str());
+  door_thread_.detach();
+}
+
+void end_membership_process(int exit_code, double grace_s) {
+  std::fflush(nullptr);
+  // MPI_Finalize can hang after a recovery (requests left on an abandoned
+  // communicator, a door still accepting): it gets grace_s, then the
+  // process ends with its code anyway.
+  std::thread([exit_code, grace_s] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(grace_s));
+    std::fflush(nullptr);
+    _exit(exit_code);
+  }).detach();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+  std::fflush(nullptr);
+  _exit(exit_code);
+}
+
+}  // namespace diloco::comm

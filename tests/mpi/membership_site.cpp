@@ -1,0 +1,100 @@
+// One site of a membership test: joins the run through the rendezvous, then
+// each round sums its round number and a value over the leaders (the value
+// of every site is its index + 1, so the sum tells who took part), admits
+// newcomers at round boundaries and recovers from losses. Prints one line
+// per round ("round R epoch E sites N sum S") and per change; exit 4 as a
+// minority, 3 on other communication errors, 2 on a refused join.
+//   membership_site RUN INDEX EXPECTED ROUNDS ROUND_S DEADLINE_S [SIGNATURE]
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <unistd.h>
+
+#include "comm/membership.h"
+
+using namespace diloco::comm;
+
+int main(int argc, char** argv) {
+  if (argc < 7) {
+    std::fprintf(stderr, "usage: %s RUN INDEX EXPECTED ROUNDS ROUND_S DEADLINE_S [SIGNATURE]\n", argv[0]);
+    return 2;
+  }
+  static MpiSession mpi(&argc, &argv);  // never destroyed: the end is bounded below
+  JoinConfig config;
+  config.run_id = argv[1];
+  config.hello.index = std::atoi(argv[2]);
+  config.hello.name = "site-" + std::string(argv[2]);
+  config.hello.signature = argc > 7 ? argv[7] : "model";
+  config.expected_sites = std::atoi(argv[3]);
+  config.min_sites = config.expected_sites / 2 + 1;
+  config.join_timeout_s = 30.0;
+  const int rounds = std::atoi(argv[4]);
+  const double round_s = std::atof(argv[5]);
+  config.deadline_s = std::atof(argv[6]);
+  int code = 0;
+  try {
+    Membership members(config);
+    auto& leaders = members.leaders();
+    // A newcomer learns the round to continue from (rank 0 sends it).
+    double round = 0;
+    if (members.joined_late()) {
+      leaders.recv(std::as_writable_bytes(std::span<double>(&round, 1)), 0, 77);
+      std::printf("site %d joined late at round %d epoch %d sites %d\n", config.hello.index, int(round),
+                  members.epoch(), leaders.size());
+    }
+    std::fflush(stdout);
+    while (round < rounds) {
+      round += 1;
+      std::this_thread::sleep_for(std::chrono::duration<double>(round_s));
+      double values[2];
+      for (;;) {
+        values[0] = round;
+        values[1] = config.hello.index + 1;
+        try {
+          leaders.all_reduce_sum(std::span<double>(values, 2));
+          break;
+        } catch (const PeerLost& e) {
+          const auto change = members.recover(e.what());
+          std::printf("site %d round %d lost", config.hello.index, int(round));
+          for (const auto& name : change.left) std::printf(" %s", name.c_str());
+          std::printf(" epoch %d recovered in %.2f s\n", change.epoch, change.seconds);
+          std::fflush(stdout);
+        }
+      }
+      if (values[0] != round * leaders.size()) {
+        std::printf("site %d round %d MISMATCH sum of rounds %g\n", config.hello.index, int(round), values[0]);
+        return 1;
+      }
+      std::printf("site %d round %d epoch %d sites %d sum %g\n", config.hello.index, int(round), members.epoch(),
+                  leaders.size(), values[1]);
+      std::fflush(stdout);
+      for (;;) {
+        try {
+          const auto change = members.admit_waiting();
+          for (int r : members.newcomers()) leaders.send(std::as_bytes(std::span<double>(&round, 1)), r, 77);
+          for (const auto& name : change.joined)
+            std::printf("site %d round %d admitted %s epoch %d\n", config.hello.index, int(round), name.c_str(),
+                        change.epoch);
+          break;
+        } catch (const PeerLost& e) {
+          members.recover(e.what());
+        }
+      }
+      std::fflush(stdout);
+    }
+  } catch (const MinorityError& e) {
+    std::printf("site %d minority: %s\n", config.hello.index, e.what());
+    code = 4;
+  } catch (const JoinError& e) {
+    std::printf("site %d join refused: %s\n", config.hello.index, e.what());
+    code = 2;
+  } catch (const CommError& e) {
+    std::printf("site %d communication error: %s\n", config.hello.index, e.what());
+    code = 3;
+  }
+  end_membership_process(code);
+}
