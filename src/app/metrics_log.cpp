@@ -78,6 +78,36 @@ std::string excluded_json(const std::vector<outer::ExcludedSite>& excluded) {
   return out + "]";
 }
 
+// Names as a JSON array of strings (site names are the recipe's: quoted,
+// with quotes and backslashes escaped).
+std::string names_json(const std::vector<std::string>& names) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    out += i ? ",\"" : "\"";
+    for (char c : names[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      if (static_cast<unsigned char>(c) >= 0x20) out += c;
+    }
+    out += "\"";
+  }
+  return out + "]";
+}
+
+std::string membership_json(const std::vector<comm::MembershipChange>& changes) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < changes.size(); ++i) {
+    const auto& c = changes[i];
+    out += std::string(i ? "," : "") + JsonObject()
+                                           .integer("epoch", c.epoch)
+                                           .raw("left", names_json(c.left))
+                                           .raw("joined", names_json(c.joined))
+                                           .raw("why", names_json({c.why}).substr(1, names_json({c.why}).size() - 2))
+                                           .number("seconds", c.seconds)
+                                           .done();
+  }
+  return out + "]";
+}
+
 }  // namespace
 
 std::string link_pairs_json(const std::vector<std::vector<comm::LinkEstimate>>& m) {
@@ -126,6 +156,7 @@ std::string MetricsLog::to_json(const outer::RoundMetrics& m) {
                 m.link && m.link->bandwidth_bytes_per_s > 0.0 ? std::optional<double>(to_mbps(m.link->bandwidth_bytes_per_s))
                                                               : std::nullopt);
   if (!m.probed.empty()) o.raw("probed", link_pairs_json(m.probed));
+  if (m.members > 0) o.integer("epoch", m.epoch).integer("members", m.members).raw("membership", membership_json(m.membership));
   return o.raw("excluded", excluded_json(m.excluded)).integer("excluded_total", m.excluded_total).done();
 }
 

@@ -21,6 +21,45 @@
 namespace diloco::app {
 namespace {
 
+// topology.join = "rendezvous": each launch is one site of topology.sites,
+// trained by blocking DiLoCo (what a lost or late site can be fitted into).
+template <class Locate>
+void check_rendezvous(Recipe& r, const Locate& locate) {
+  const bool rendezvous = r.topology.join == "rendezvous";
+  auto& z = r.rendezvous;
+  if (!rendezvous) {
+    if (z.site >= 0) throw RecipeError(locate("rendezvous", "site") + ": rendezvous.site needs topology.join = \"rendezvous\"");
+    return;
+  }
+  const int sites = r.topology.sites;
+  if (z.site < 0 || z.site >= sites)
+    throw RecipeError(locate("rendezvous", "site") + ": rendezvous.site must name this launch's site, 0.." +
+                      std::to_string(sites - 1) + " (topology.sites = " + std::to_string(sites) +
+                      "; e.g. --set rendezvous.site=1)");
+  if (z.min_sites == 0) z.min_sites = sites / 2 + 1;
+  if (z.min_sites > sites)
+    throw RecipeError(locate("rendezvous", "min_sites") + ": rendezvous.min_sites (" + std::to_string(z.min_sites) +
+                      ") is above topology.sites (" + std::to_string(sites) + ")");
+  if (z.run_id.empty()) z.run_id = r.run.name;
+  if (z.site_name.empty()) z.site_name = "site-" + std::to_string(z.site);
+  const std::pair<const char*, bool> refused[] = {
+      {"topology.site_by", r.topology.site_by != "block"},
+      {"links.latency_ms", r.links.enabled()},
+      {"sync.mode", r.sync.mode != outer::SyncMode::kDiLoCo},
+      {"sync.overlap", r.sync.overlap != outer::OverlapMode::kNone},
+      {"sync.schedule", r.sync.schedule_mode != outer::ScheduleMode::kFixed},
+      {"sync.reprobe_every", r.sync.reprobe_every != 0}};
+  for (const auto& [dotted, set] : refused) {
+    if (!set) continue;
+    const std::string key(dotted);
+    const auto dot = key.find('.');
+    throw RecipeError(locate(key.substr(0, dot), key.substr(dot + 1)) + ": " + key +
+                      " is not supported with topology.join = \"rendezvous\" (each launch is one site over real "
+                      "links, trained by blocking DiLoCo with a fixed H)");
+  }
+}
+
+
 using namespace recipe_keys;
 
 std::vector<std::string> section_names() {
@@ -160,6 +199,7 @@ Recipe validate(const toml::table& root, const std::string& source, const std::s
                         "step, with no outer optimizer; sync.H only sets how many steps make one round of metrics)");
     }
   }
+  check_rendezvous(r, locate);
   if (r.devices.outer_state_on_device && r.devices.device == inner::DeviceSetting::kCuda)
     throw RecipeError(locate("outer", "state_device") +
                       ": outer.state_device = \"same\" is not possible with run.device = \"cuda\": the outer "

@@ -67,6 +67,19 @@ struct TopologyConfig {
   bool sites_given = false;      // topology.sites appears in the recipe (checked against site_by = "node")
   std::string site_by = "block";  // "block": contiguous rank blocks; "node": nodes_per_site nodes per site
   int nodes_per_site = 1;
+  std::string join = "world";     // "world": one launch holds every site; "rendezvous": each site its own launch
+};
+
+// topology.join = "rendezvous": this launch is one site that joins the run's
+// other sites through ompi-server (given to mpirun, not here: mpirun's
+// daemon is what talks to it).
+struct RendezvousSection {
+  std::string run_id;          // the run's name in the rendezvous; empty: run.name
+  int site = -1;               // this site's index, 0..topology.sites-1 (its data shard); site 0 founds the group
+  std::string site_name;       // empty: "site-N"
+  int min_sites = 0;           // 0: a strict majority of topology.sites; round 1 waits for all, or this many after join_timeout_s
+  double join_timeout_s = 120.0;
+  double ping_s = 2.0;         // how long a recovery listens for the survivors
 };
 
 // Fail-fast deadlines for any wait on another rank (torchtitan keeps start-up
@@ -125,6 +138,7 @@ struct Recipe {
   outer::SyncConfig sync;
   CompressionConfig compression;
   TopologyConfig topology;
+  RendezvousSection rendezvous;
   outer::EvalConfig metrics;
   CheckpointSection checkpoint;
   LinksSection links;

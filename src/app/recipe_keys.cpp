@@ -248,6 +248,15 @@ const std::vector<Key>& keys() {
     };
     k.push_back(string_key("topology", "site_by", &R::topology, &TopologyConfig::site_by, {"block", "node"}));
     k.push_back(integer_key("topology", "nodes_per_site", &R::topology, &TopologyConfig::nodes_per_site, 1, 1 << 20));
+    k.push_back(string_key("topology", "join", &R::topology, &TopologyConfig::join, {"world", "rendezvous"}));
+    k.push_back(string_key("rendezvous", "run_id", &R::rendezvous, &RendezvousSection::run_id, {}, true));
+    k.push_back(integer_key("rendezvous", "site", &R::rendezvous, &RendezvousSection::site, -1, 1 << 20));
+    k.push_back(string_key("rendezvous", "site_name", &R::rendezvous, &RendezvousSection::site_name, {}, true));
+    k.push_back(integer_key("rendezvous", "min_sites", &R::rendezvous, &RendezvousSection::min_sites, 0, 1 << 20));
+    k.push_back(number_key("rendezvous", "join_timeout_s", &R::rendezvous, &RendezvousSection::join_timeout_s,
+                           positive, "> 0"));
+    k.push_back(number_key("rendezvous", "ping_s", &R::rendezvous, &RendezvousSection::ping_s,
+                           [](double v) { return v >= 0.1 && v <= 60.0; }, "in [0.1, 60]"));
 
     k.push_back(string_key("checkpoint", "dir", &R::checkpoint, &CheckpointSection::dir, {}, true));
     k.push_back(integer_key("checkpoint", "every", &R::checkpoint, &CheckpointSection::every, 0, 1 << 30));

@@ -8,6 +8,24 @@ namespace diloco::app {
 
 comm::SiteComms make_sites(const Recipe& recipe, std::shared_ptr<comm::LinkEmulator> links) {
   auto world = comm::MpiCommunicator::world();
+  if (recipe.topology.join == "rendezvous") {
+    // This launch is one site; its leader joins the others later (join_sites).
+    comm::Topology topo;
+    topo.world_rank = world->rank();
+    topo.world_size = world->size();
+    topo.num_sites = recipe.topology.sites;
+    topo.site = recipe.rendezvous.site;
+    topo.site_rank = world->rank();
+    topo.site_size = world->size();
+    topo.site_sizes.assign(static_cast<std::size_t>(topo.num_sites), world->size());
+    topo.site_first_rank.assign(static_cast<std::size_t>(topo.num_sites), 0);
+    topo.site_of_rank.assign(static_cast<std::size_t>(world->size()), topo.site);
+    comm::SiteComms comms;
+    comms.topology = topo;
+    comms.site = world->split(0, world->rank());
+    comms.world = std::move(world);
+    return comms;
+  }
   const auto& t = recipe.topology;
   comm::Topology topo;
   if (t.site_by == "node") {
@@ -31,6 +49,25 @@ comm::SiteComms make_sites(const Recipe& recipe, std::shared_ptr<comm::LinkEmula
   if (links && comms.leaders)
     comms.leaders = std::make_unique<comm::EmulatedCommunicator>(std::move(comms.leaders), std::move(links));
   return comms;
+}
+
+std::unique_ptr<comm::Membership> join_sites(const Recipe& recipe, comm::SiteComms& comms, const std::string& signature,
+                                             double tokens_per_step) {
+  if (!comms.topology.is_leader()) return nullptr;
+  comm::JoinConfig config;
+  config.run_id = recipe.rendezvous.run_id;
+  config.hello.index = recipe.rendezvous.site;
+  config.hello.name = recipe.rendezvous.site_name;
+  config.hello.weight = tokens_per_step;
+  config.hello.signature = signature;
+  config.expected_sites = recipe.topology.sites;
+  config.min_sites = recipe.rendezvous.min_sites;
+  config.join_timeout_s = recipe.rendezvous.join_timeout_s;
+  config.deadline_s = recipe.timeouts.timeout_s;
+  config.ping_s = recipe.rendezvous.ping_s;
+  auto membership = std::make_unique<comm::Membership>(config);
+  comms.leaders = membership->release_leaders();
+  return membership;
 }
 
 }  // namespace diloco::app

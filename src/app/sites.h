@@ -3,6 +3,7 @@
 #pragma once
 
 #include "app/recipe.h"
+#include "comm/membership.h"
 #include "comm/mpi_communicator.h"
 
 namespace diloco::app {
@@ -11,6 +12,14 @@ namespace diloco::app {
 // RecipeError (the cut does not fit this launch) is thrown on all of them.
 // `links` (the recipe's emulator, or nullptr) is put around the leaders'
 // communicator.
+// With topology.join = "rendezvous" the launch is one site and has no
+// leaders' communicator until join_sites().
 comm::SiteComms make_sites(const Recipe& recipe, std::shared_ptr<comm::LinkEmulator> links);
+
+// topology.join = "rendezvous", on the site leader: joins (or founds) the
+// run's group through the rendezvous and puts the leaders' communicator into
+// `comms`; nullptr on other ranks. Throws comm::JoinError.
+std::unique_ptr<comm::Membership> join_sites(const Recipe& recipe, comm::SiteComms& comms, const std::string& signature,
+                                             double tokens_per_step);
 
 }  // namespace diloco::app

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -68,6 +69,22 @@ void install_stop_handlers() {
   for (int s : {SIGTERM, SIGINT, SIGUSR1}) sigaction(s, &action, nullptr);
 }
 
+// The exit code of a site that stopped because it was not in the majority.
+constexpr int kMinorityExit = 4;
+
+// Inside a site the watchdog times every wait. With sites launched apart a
+// rank may also wait for its leader's join (up to join_timeout_s) and, in a
+// round, for one recovery between sites (a deadline, the ping and the
+// redone exchange), so its limits grow by those.
+double startup_timeout(const Recipe& r) {
+  const double t = r.timeouts.startup_timeout_s;
+  return r.topology.join == "rendezvous" ? std::max(t, r.rendezvous.join_timeout_s + 60.0) : t;
+}
+double steady_timeout(const Recipe& r) {
+  const double t = r.timeouts.timeout_s;
+  return r.topology.join == "rendezvous" ? 3.0 * t + 2.0 * r.rendezvous.ping_s + 30.0 : t;
+}
+
 // Prints what ended this rank and aborts the whole job with its exit code.
 [[noreturn]] void end_job(std::exception_ptr error, int rank) {
   try {
@@ -106,7 +123,7 @@ class TrainSession {
         mpi_(mpi),
         root_(mpi.world_rank() == 0),
         world_(comm::MpiCommunicator::world()),
-        watchdog_(recipe.timeouts.startup_timeout_s, recipe.run.out_dir + "/.heartbeat", mpi.world_rank(),
+        watchdog_(startup_timeout(recipe), recipe.run.out_dir + "/.heartbeat", mpi.world_rank(),
                   mpi.world_size(), [this](int rank) { return site_of(rank); }) {
     world_->set_watchdog(&watchdog_);
   }
@@ -124,6 +141,10 @@ class TrainSession {
       // Raised on every rank alike (the outcome is agreed), so no abort is needed.
       if (root_) std::cerr << "diloco: error: checkpoint: " << e.what() << std::endl;
       return 2;
+    } catch (const comm::MinorityError& e) {
+      // Every rank of the site stops together; the majority goes on.
+      if (root_) std::cerr << "diloco: stopping: " << e.what() << std::endl;
+      return kMinorityExit;
     } catch (...) {
       end_job(std::current_exception(), mpi_.world_rank());
     }
@@ -140,6 +161,7 @@ class TrainSession {
       step("", [&] { choose_device(); });
       step("data: ", [&] { build_inner_loop(); });
       step("", [&] { init_weights(recipe_, *inner_loop_); });
+      if (rendezvous_) step("rendezvous: ", [&] { join(); });
       step("sync: ", [&] { build_trainer(); });
       resume();
       step("metrics: ", [&] { open_metrics(); });
@@ -179,6 +201,8 @@ class TrainSession {
       problem = context + e.what();
     } catch (const StepError& e) {
       problem = e.message;
+    } catch (const comm::JoinError& e) {
+      problem = context + e.what();
     }
     double failures = problem.empty() ? 0.0 : 1.0;
     world_->all_reduce_sum(std::span<double>(&failures, 1));
@@ -215,6 +239,18 @@ class TrainSession {
     comms_ = make_sites(recipe_, links_);
     for (comm::Communicator* c : {comms_.world.get(), comms_.site.get(), comms_.leaders.get()})
       if (c) c->set_watchdog(&watchdog_);
+  }
+
+  // The leader joins the other sites; waits between sites then have their
+  // deadline (sync.timeout_s) instead of the watchdog, and a loss is
+  // recovered rather than fatal.
+  void join() {
+    membership_ = join_sites(recipe_, comms_, inner_loop_->model_signature(),
+                             static_cast<double>(inner_loop_->tokens_per_step()));
+    if (root_ && membership_)
+      std::printf("joined run \"%s\" as %s: %d sites, membership epoch %d%s\n", recipe_.rendezvous.run_id.c_str(),
+                  recipe_.rendezvous.site_name.c_str(), comms_.leaders->size(), membership_->epoch(),
+                  membership_->joined_late() ? " (training already under way: taking the group's state)" : "");
   }
 
   // The device and what carries gradients inside the site; every rank
@@ -270,6 +306,7 @@ class TrainSession {
     faults.nan_round = recipe_.debug.nan_round;
     trainer_ = std::make_unique<outer::Trainer>(comms_, *inner_loop_, parts, recipe_.outer, recipe_.sync,
                                                 recipe_.metrics, checkpoint, faults);
+    if (rendezvous_) trainer_->use_membership(membership_.get());
   }
 
   // Continues from a checkpoint (outer::CheckpointError is agreed on every
@@ -312,13 +349,14 @@ class TrainSession {
       std::fflush(stdout);
     };
     hooks.on_round = [this, live](const outer::RoundMetrics& m) {
-      watchdog_.set_timeout(recipe_.timeouts.timeout_s);  // start-up is over
+      watchdog_.set_timeout(steady_timeout(recipe_));  // start-up is over
       if (links_) links_->set_round(m.round + 1);
       if (!root_) return;
       log_->write(m);
       std::printf("%s%s\n", live ? "\r\033[K" : "", round_line(m, recipe_.outer.rounds).c_str());
       for (const auto& e : m.excluded)
         std::printf("  site %d left out of round %d: %s\n", e.site, m.round, outer::to_string(e.reason));
+      for (const auto& c : m.membership) std::printf("  %s\n", membership_line(c, m.round).c_str());
       std::fflush(stdout);
     };
     hooks.stop_requested = [] { return g_stop_signal != 0; };
@@ -352,6 +390,7 @@ class TrainSession {
   const std::string resume_;
   comm::MpiSession& mpi_;
   const bool root_;
+  const bool rendezvous_ = recipe_.topology.join == "rendezvous";
   std::unique_ptr<comm::MpiCommunicator> world_;
   // Declared before everything that waits on other ranks, so it outlives them.
   comm::Watchdog watchdog_;
@@ -364,6 +403,7 @@ class TrainSession {
   std::unique_ptr<comm::Communicator> gradient_comm_;
   std::unique_ptr<outer::CommReplicaGroup> group_;
   std::unique_ptr<inner::InnerLoop> inner_loop_;
+  std::unique_ptr<comm::Membership> membership_;  // site leader of a rendezvous run
   std::unique_ptr<outer::Trainer> trainer_;
   std::unique_ptr<MetricsLog> log_;
   int resumed_round_ = 0;
@@ -378,13 +418,18 @@ inner::Dataset load_dataset(const Recipe& recipe, bool full_scan) {
 }
 
 int run_train(const Recipe& recipe, const std::string& resume, int* argc, char*** argv) {
-  comm::MpiSession mpi(argc, argv);
+  static comm::MpiSession mpi(argc, argv);  // ended below, or at exit
+  int code = 0;
   try {
     TrainSession session(recipe, resume, mpi);
-    return session.run();
+    code = session.run();
   } catch (...) {  // the session could not be built (it handles everything after)
     end_job(std::current_exception(), mpi.world_rank());
   }
+  // A site that took part in a membership may hang in MPI_Finalize (what a
+  // recovery abandoned): its end is bounded.
+  if (recipe.topology.join == "rendezvous") comm::end_membership_process(code);
+  return code;
 }
 
 }  // namespace diloco::app

@@ -45,6 +45,15 @@ std::string round_line(const outer::RoundMetrics& m, int rounds) {
   return buf;
 }
 
+std::string membership_line(const comm::MembershipChange& c, int round) {
+  std::string names;
+  for (const auto& n : c.joined.empty() ? c.left : c.joined) names += (names.empty() ? "" : ", ") + n;
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), " (membership epoch %d, %.2f s)", c.epoch, c.seconds);
+  if (!c.joined.empty()) return "round " + std::to_string(round) + ": " + names + " joined" + buf;
+  return "round " + std::to_string(round) + ": lost " + names + buf + ": " + c.why;
+}
+
 double peak_rss_bytes() {
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);

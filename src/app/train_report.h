@@ -16,6 +16,8 @@ std::string human_bytes(double bytes);
 // 2450000 -> "2.45M".
 std::string human_count(double count);
 std::string round_line(const outer::RoundMetrics& m, int rounds);
+// One change of membership between sites launched apart, as a line.
+std::string membership_line(const comm::MembershipChange& c, int round);
 // Peak resident memory of this process so far, in bytes.
 double peak_rss_bytes();
 void print_summary(const outer::RunSummary& s, int sites, int ranks, double peak_rss);

@@ -166,7 +166,8 @@ Membership::~Membership() { close_door(); }
 void Membership::found() {
   MPI_Comm self = MPI_COMM_NULL;
   DILOCO_MPI_CHECK(MPI_Comm_dup(MPI_COMM_SELF, &self));
-  leaders_ = std::make_unique<MpiCommunicator>(self);
+  owned_ = std::make_unique<MpiCommunicator>(self);
+  leaders_ = owned_.get();
   members_ = {config_.hello};
   open_door();
 }
@@ -184,7 +185,8 @@ void Membership::join(const std::string& door_port) {
   DILOCO_MPI_CHECK(MPI_Intercomm_merge(inter, 1, &merged));
   MPI_Comm_free(&inter);
   MPI_Comm_free(&door);
-  leaders_ = std::make_unique<MpiCommunicator>(merged);
+  owned_ = std::make_unique<MpiCommunicator>(merged);
+  leaders_ = owned_.get();
   share_roster();
   joined_late_ = started_;
 }

@@ -90,6 +90,9 @@ class Membership {
 
   // The leaders' communicator; the same object across epochs.
   MpiCommunicator& leaders() { return *leaders_; }
+  // Hands the leaders' communicator to an owner that outlives this object's
+  // use of it (the site's communicators); leaders() stays valid meanwhile.
+  std::unique_ptr<MpiCommunicator> release_leaders() { return std::move(owned_); }
   int epoch() const { return epoch_; }
   // Every member, indexed by its rank in leaders().
   const std::vector<SiteHello>& members() const { return members_; }
@@ -128,7 +131,8 @@ class Membership {
   std::string name(const std::string& what) const { return "diloco-" + config_.run_id + "-" + what; }
 
   JoinConfig config_;
-  std::unique_ptr<MpiCommunicator> leaders_;
+  std::unique_ptr<MpiCommunicator> owned_;
+  MpiCommunicator* leaders_ = nullptr;
   std::vector<SiteHello> members_;
   std::vector<int> newcomers_;
   int epoch_ = 0;

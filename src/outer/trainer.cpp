@@ -113,11 +113,12 @@ RunSummary Trainer::run(const Hooks& hooks) {
   // Every rank built the same initial model from the shared seed (or loaded
   // the same checkpoint); the leader still broadcasts so a site never starts
   // from different weights.
-  adopt_global();
   if (comms_.topology.is_leader() && start_round_ == 0) {
     auto local = inner_.params();
     global_.assign(local.begin(), local.end());
   }
+  if (rendezvous_) start_from_group();  // rank 0's state, or the group's current one for a late site
+  adopt_global();
   tokens_per_step_ = inner_.tokens_per_step();
   summary.resumed_from = start_round_;
   summary.initial_eval_loss = start_round_ > 0 ? restored_initial_eval_ : inner_.eval_loss(eval_.windows);
@@ -125,6 +126,7 @@ RunSummary Trainer::run(const Hooks& hooks) {
   for (int round = start_round_ + 1; round <= outer_config_.rounds; ++round) {
     metrics.round = round;
     metrics.H = H_;
+    metrics.membership.clear();
     metrics.predicted_comm_share = scheduler_.next().predicted_share;
     const double wall_at_start = metrics.wall_s;
     const double compute_at_start = metrics.compute_s;
@@ -145,13 +147,8 @@ RunSummary Trainer::run(const Hooks& hooks) {
                                 (stop || (checkpoint_.every > 0 && (round % checkpoint_.every == 0 || last)));
 
     const auto sync_start = std::chrono::steady_clock::now();
-    if (comms_.topology.is_leader()) {
-      if (data_parallel_) global_.assign(inner_.params().begin(), inner_.params().end());  // one model everywhere
-      else if (sync_.overlap == OverlapMode::kNone) sync_blocking(stats, round, sync);
-      else if (sync_.overlap == OverlapMode::kDelayed) sync_delayed(stats, round, last || checkpoint_now, sync);
-      else if (last) std::memcpy(inner_.params().data(), global_.data(), global_.size() * sizeof(float));
-      report(stats, sync, metrics);
-    }
+    if (comms_.topology.is_leader()) sync_round(stats, round, last, checkpoint_now, sync, metrics);
+    if (rendezvous_) stay_in_group(round, metrics, summary.initial_eval_loss);  // or checkpoint and stop
     if (!data_parallel_ && (sync_.overlap != OverlapMode::kStreaming || last)) adopt_global();
     share_next_H(metrics);
     const double exposed = seconds_since(sync_start) + sync.exposed_s;
@@ -260,6 +257,25 @@ void Trainer::finish(FragmentSync& f, RoundSync& sync) {
   if (a == 0.0f) std::copy(global.begin(), global.end(), local.begin());
   else
     for (std::size_t i = 0; i < local.size(); ++i) local[i] = a * local[i] + (1.0f - a) * global[i];
+}
+
+// The leader's part of a round: exchange, outer step, report. Between sites
+// launched apart, a loss during it makes the survivors redo it, and sites
+// that knocked meanwhile are admitted after it.
+void Trainer::sync_round(const inner::InnerStats& stats, int round, bool last, bool checkpoint_now, RoundSync& sync,
+                         RoundMetrics& metrics) {
+  const auto once = [&] {
+    if (data_parallel_) global_.assign(inner_.params().begin(), inner_.params().end());  // one model everywhere
+    else if (sync_.overlap == OverlapMode::kNone) sync_blocking(stats, round, sync);
+    else if (sync_.overlap == OverlapMode::kDelayed) sync_delayed(stats, round, last || checkpoint_now, sync);
+    else if (last) std::memcpy(inner_.params().data(), global_.data(), global_.size() * sizeof(float));
+    report(stats, sync, metrics);
+  };
+  if (!membership_) return once();
+  redo_on_loss(once, sync, metrics);
+  if (minority_.empty() && !last) admit_newcomers(round, metrics);
+  metrics.epoch = membership_->epoch();
+  metrics.members = comms_.leaders->size();
 }
 
 // Test-only: this site's pseudo-gradient becomes NaN in the chosen round.

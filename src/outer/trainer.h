@@ -13,6 +13,7 @@
 
 #include "comm/comm_thread.h"
 #include "comm/link_probe.h"
+#include "comm/membership.h"
 #include "comm/topology.h"
 #include "inner/inner_loop.h"
 #include "outer/data_parallel.h"
@@ -104,6 +105,11 @@ struct RoundMetrics {
   std::vector<std::vector<comm::LinkEstimate>> probed;  // the link matrix, in rounds that re-probed
   std::vector<ExcludedSite> excluded;  // sites left out of this round's average, with why
   std::int64_t excluded_total = 0;     // cumulative count of exclusions
+  // Sites launched apart (topology.join = "rendezvous"): the membership
+  // epoch and size after this round, and what changed during it.
+  int epoch = 0;
+  int members = 0;
+  std::vector<comm::MembershipChange> membership;
 };
 
 struct CheckpointConfig {
@@ -182,6 +188,15 @@ class Trainer {
 
   RunSummary run(const Hooks& hooks);
 
+  // Sites launched apart: every rank calls it before run(), site leaders
+  // with the membership (others nullptr). Round 1 then starts from rank 0's
+  // state, a site that joins late from the group's current state, a lost
+  // site's round is redone by the survivors, newcomers are admitted after
+  // each round, and a site left in a minority checkpoints and throws
+  // comm::MinorityError on all its ranks. Needs blocking DiLoCo (no
+  // overlap, data-parallel or scheduled H): throws std::invalid_argument.
+  void use_membership(comm::Membership* leader_membership);
+
   // The global parameters after the last outer step (site leaders only).
   std::span<const float> global_params() const { return global_; }
   const std::vector<Fragment>& fragments() const { return layout_; }
@@ -233,6 +248,16 @@ class Trainer {
   void launch(FragmentSync& f, const SiteUpdate& update, int round, std::int64_t seed_round, bool blocking);
   void send(FragmentSync& f, std::int64_t seed_round, bool blocking);
   void inject_faults(std::span<float> delta, int round) const;
+  void sync_round(const inner::InnerStats& stats, int round, bool last, bool checkpoint_now, RoundSync& sync,
+                  RoundMetrics& metrics);
+  // Membership (trainer_membership.cpp).
+  void start_from_group();
+  void redo_on_loss(const std::function<void()>& once, RoundSync& sync, RoundMetrics& metrics);
+  void admit_newcomers(int round, RoundMetrics& metrics);
+  bool recover_or_stop(const comm::PeerLost& lost, RoundMetrics& metrics);
+  void stay_in_group(int round, const RoundMetrics& metrics, double initial_eval_loss);
+  std::vector<std::byte> group_state(int round) const;
+  int load_group_state(std::span<const std::byte> bytes);
   void finish(FragmentSync& f, RoundSync& sync);
   void report(const inner::InnerStats& stats, const RoundSync& sync, RoundMetrics& metrics);
   void install_data_parallel(Exchange* exchange);
@@ -269,6 +294,9 @@ class Trainer {
   int H_;  // this site's inner steps in the coming round
   double last_report_s_ = 0.0;
   double wait_this_round_ = 0.0;
+  bool rendezvous_ = false;
+  comm::Membership* membership_ = nullptr;  // site leaders of a rendezvous run
+  std::string minority_;                    // why this site must stop (leader), empty while in the group
 };
 
 }  // namespace diloco::outer

@@ -37,7 +37,7 @@ void Trainer::report(const inner::InnerStats& stats, const RoundSync& sync, Roun
 
   comm::Communicator& leaders = *comms_.leaders;
   const bool excluded = std::any_of(metrics.excluded.begin(), metrics.excluded.end(),
-                                    [&](const ExcludedSite& e) { return e.site == comms_.topology.site; });
+                                    [&](const ExcludedSite& e) { return e.site == leaders.rank(); });
   // The comm thread's counter is not read while it may be counting; its
   // exchanges are added up as they finish instead.
   const auto sent_so_far = leaders.traffic().bytes_sent + exchanged_bytes_;
