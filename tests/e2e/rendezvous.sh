@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Sites launched apart (topology.join = "rendezvous"), each its own mpirun,
+# joined through a real ompi-server: three sites (one of two ranks) train
+# with identical global params; kill -9 of one site mid-round, the two
+# others go on within sync.timeout_s + 5 s and keep learning; the killed
+# site, launched again with --resume auto, rejoins and the run ends with
+# three sites. A site with another model is refused (exit 2); a launch
+# without the server is told how to start one (exit 2).
+source "$(dirname "$0")/lib.sh"
+cd "$WORK"
+ompi-server --no-daemonize -r "$WORK/uri" &
+server=$!
+trap 'kill $server 2>/dev/null; pkill -9 -f "rendezvous.run_id=e2e-$$" 2>/dev/null; [[ -n ${KEEP_WORK:-} ]] || rm -rf "$WORK"' EXIT
+for _ in $(seq 50); do [[ -s $WORK/uri ]] && break; sleep 0.1; done
+TIMEOUT_S=5
+{ small_model_toml; printf '[outer]\nrounds = 40\n[sync]\nH = 20\ntimeout_s = %s\n' $TIMEOUT_S
+  printf '[topology]\njoin = "rendezvous"\nsites = 3\n[checkpoint]\nevery = 2\n[metrics]\neval_every = 1\n'
+  printf '[rendezvous]\njoin_timeout_s = 60\nrun_id = "e2e-%s"\n' $$; } > r.toml
+sed -e "s|\[data\]|[data]\npaths = [\"/usr/share/games/fortunes\"]|" r.toml > recipe.toml
+site() {  # site INDEX RANKS [ARGS...]: launches site INDEX in the background
+  local i=$1 n=$2; shift 2
+  ( timeout 240 "$MPIRUN" --ompi-server "file:$WORK/uri" -np "$n" --oversubscribe --bind-to none \
+      "$DILOCO_BIN" train recipe.toml --set rendezvous.site="$i" --set run.out_dir="$WORK/s$i" \
+      --set rendezvous.run_id="e2e-$$" "$@" >>"$WORK/site$i.log" 2>&1
+    echo "exit $?" >>"$WORK/site$i.log" ) &
+}
+row() {  # row SITE N FIELD: FIELD of the N-th metrics row (1-based; -1 the last)
+  python3 -c 'import json,sys; rows=[json.loads(l) for l in open(sys.argv[1])]; print(json.dumps(rows[int(sys.argv[2]) - (1 if int(sys.argv[2]) > 0 else 0)][sys.argv[3]]))' \
+    "$WORK/s$1/metrics.jsonl" "$2" "$3" 2>/dev/null
+}
+
+site 0 2; s0=$!; site 1 1; s1=$!; site 2 1
+wait_rows "$WORK/s2/metrics.jsonl" 3 || fail "three sites did not train (site 2 has no round 3)"
+# Sites 1 and 2 (one rank each) evaluate the same params bit for bit; site 0
+# splits its evaluation over two ranks, so its sum is ordered differently.
+same() { python3 -c 'import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); sys.exit(abs(a-b) > 1e-6*abs(a))' "$1" "$2"; }
+for r in 1 2 3; do
+  e0=$(row 0 $r eval_loss); e1=$(row 1 $r eval_loss); e2=$(row 2 $r eval_loss)
+  [[ -n $e1 && $e1 == "$e2" ]] && same "$e0" "$e1" || fail "round $r: the sites evaluated different global params ($e0 $e1 $e2)"
+done
+[[ $(row 0 1 members) == 3 ]] && pass "three sites joined and trained the same global params" || fail "round 1 had $(row 0 1 members) members"
+before=$(rows "$WORK/s0/metrics.jsonl")
+pkill -9 -f "rendezvous.site=2 .*rendezvous.run_id=e2e-$$"
+killed=$(date +%s.%N)
+for _ in $(seq 400); do grep -q '"left":\["site-2"\]' "$WORK/s0/metrics.jsonl" && break; sleep 0.05; done
+back=$(date +%s.%N)
+took=$(echo "$back - $killed" | bc)
+if grep -q '"left":\["site-2"\]' "$WORK/s0/metrics.jsonl"; then
+  if (( $(echo "$took < $TIMEOUT_S + 5" | bc) )); then pass "kill -9 of site 2: the others completed a round ${took} s later"
+  else fail "the others took ${took} s to go on (sync.timeout_s = $TIMEOUT_S)"; fi
+else
+  fail "the others recorded no loss of site 2"
+fi
+relaunched=$(date +%s.%N)
+site 2 1 --resume auto
+for _ in $(seq 600); do grep -q '"joined":\["site-2"\]' "$WORK/s0/metrics.jsonl" && break; sleep 0.05; done
+grep -q '"joined":\["site-2"\]' "$WORK/s0/metrics.jsonl" && pass "site 2 launched again rejoined after $(echo "$(date +%s.%N) - $relaunched" | bc) s" \
+  || fail "site 2 launched again did not rejoin"
+wait $s0 $s1
+sleep 1
+for i in 0 1 2; do grep -q "^exit 0" "$WORK/site$i.log" || fail "site $i did not finish: $(grep -v '^ \|^--\|^$' "$WORK/site$i.log" | tail -5)"; done
+[[ $(row 0 -1 members) == 3 ]] && pass "the run ended with three sites again" || fail "the run ended with $(row 0 -1 members) members"
+first=$(row 0 $before train_loss); last=$(row 0 -1 train_loss)
+(( $(echo "$last < $first" | bc) )) && pass "the loss kept falling ($first at the loss, $last at the end)" || fail "loss $first -> $last"
+[[ $(row 1 -1 eval_loss) == "$(row 2 -1 eval_loss)" ]] && pass "the rejoined site ends on the same global params" \
+  || fail "the rejoined site ends elsewhere: $(row 1 -1 eval_loss) vs $(row 2 -1 eval_loss)"
+
+# Another model is refused at the door (site 0 founds a fresh run first).
+site 0 1 --set rendezvous.run_id="e2e-$$-model" --set run.out_dir="$WORK/m0" --set topology.sites=2 --set outer.rounds=40
+sleep 2
+expect_exit 2 "differs from the group's" "a site with another model is refused" -- \
+  timeout 120 "$MPIRUN" --ompi-server "file:$WORK/uri" -np 1 "$DILOCO_BIN" train recipe.toml --set topology.sites=2 \
+  --set rendezvous.site=1 --set rendezvous.run_id="e2e-$$-model" --set model.d_model=32 --set run.out_dir="$WORK/m1"
+pkill -9 -f "rendezvous.run_id=e2e-$$-model" 2>/dev/null
+expect_exit 2 "--ompi-server" "a launch without the rendezvous server is told how" -- \
+  mpi 1 "$DILOCO_BIN" train recipe.toml --set rendezvous.site=0 --set run.out_dir="$WORK/n0"
+exit $(( failures > 0 ))
