@@ -67,6 +67,8 @@ JobCompType=jobcomp/none
 MinJobAge=600
 NodeName=$host CPUs=$(getconf _NPROCESSORS_ONLN) State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+# Two jobs per core, so two sites of two ranks fit on this small node at once.
+PartitionName=shared Nodes=ALL MaxTime=INFINITE State=UP OverSubscribe=FORCE:2
 CONF
 export SLURM_CONF=$T/slurm.conf
 for _ in $(seq 50); do [[ -S $T/munge.sock ]] && break; sleep 0.1; done
@@ -126,6 +128,28 @@ grep -q "resuming from .*ckpt-0*$stopped_at" "$T/job2.out" && pass "resumed from
   || { grep -n "resum" "$T/job2.out"; fail "did not resume from round $stopped_at"; }
 (( stopped_at < 6 )) && [[ $(rows "$T/out2/metrics.jsonl") -eq 6 ]] && pass "finished all 6 rounds after the requeue" \
   || fail "rounds after requeue: $(rows "$T/out2/metrics.jsonl") (stopped at $stopped_at)"
+
+# 3. Two sites of two ranks, each its own job, joined through one rendezvous.
+ompi-server --no-daemonize -r "$T/rendezvous.uri" > "$T/ompi-server.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 50); do [[ -s $T/rendezvous.uri ]] && break; sleep 0.1; done
+site_jobs=()
+for site in 0 1; do
+  site_jobs+=("$(DILOCO_BIN=$DILOCO_BIN DILOCO_OUT=$T/site$site DILOCO_RENDEZVOUS=$T/rendezvous.uri DILOCO_SITE=$site \
+    sbatch --parsable -p shared -N1 -n2 --ntasks-per-node=2 --output="$T/site$site.out" scripts/slurm/site.sbatch \
+    "$T/tiny.toml" --set rendezvous.run_id=slurm-$$ --set rendezvous.join_timeout_s=120)")
+done
+for job in "${site_jobs[@]}"; do
+  for _ in $(seq 900); do [[ $(state_of "$job") =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL)$ ]] && break; sleep 0.2; done
+done
+if [[ $(state_of "${site_jobs[0]}") == COMPLETED && $(state_of "${site_jobs[1]}") == COMPLETED ]] &&
+   grep -q "summary (2 sites, 2 ranks)" "$T/site0.out" && grep -q "summary (2 sites, 2 ranks)" "$T/site1.out" &&
+   [[ $(rows "$T/site0/metrics.jsonl") -eq 6 && $(rows "$T/site1/metrics.jsonl") -eq 6 ]]; then
+  pass "two sites of two ranks as two jobs with a shared rendezvous: both COMPLETED, 6 rounds each"
+else
+  for f in "$T"/site*.out; do echo "--- $f"; grep -v '^ \|= \|^\[' "$f" | tail -15; done
+  fail "two site jobs: ${site_jobs[*]} ended $(state_of "${site_jobs[0]}") $(state_of "${site_jobs[1]}")"
+fi
 
 if ((failures)); then echo "$failures check(s) failed"; exit 1; fi
 echo "all checks passed"
