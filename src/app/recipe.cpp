@@ -21,6 +21,19 @@
 namespace diloco::app {
 namespace {
 
+// Throws for the first of `keys` ("section.name", set to something that
+// does not apply) that is set, naming it and saying why (`reason`).
+template <class Locate>
+void refuse_set(std::initializer_list<std::pair<const char*, bool>> keys, const Locate& locate,
+                const std::string& reason) {
+  for (const auto& [dotted, set] : keys) {
+    if (!set) continue;
+    const std::string key(dotted);
+    const auto dot = key.find('.');
+    throw RecipeError(locate(key.substr(0, dot), key.substr(dot + 1)) + ": " + key + reason);
+  }
+}
+
 // topology.join = "rendezvous": each launch is one site of topology.sites,
 // trained by blocking DiLoCo (what a lost or late site can be fitted into).
 template <class Locate>
@@ -42,21 +55,15 @@ void check_rendezvous(Recipe& r, const Locate& locate) {
                       ") is above topology.sites (" + std::to_string(sites) + ")");
   if (z.run_id.empty()) z.run_id = r.run.name;
   if (z.site_name.empty()) z.site_name = "site-" + std::to_string(z.site);
-  const std::pair<const char*, bool> refused[] = {
-      {"topology.site_by", r.topology.site_by != "block"},
-      {"links.latency_ms", r.links.enabled()},
-      {"sync.mode", r.sync.mode != outer::SyncMode::kDiLoCo},
-      {"sync.overlap", r.sync.overlap != outer::OverlapMode::kNone},
-      {"sync.schedule", r.sync.schedule_mode != outer::ScheduleMode::kFixed},
-      {"sync.reprobe_every", r.sync.reprobe_every != 0}};
-  for (const auto& [dotted, set] : refused) {
-    if (!set) continue;
-    const std::string key(dotted);
-    const auto dot = key.find('.');
-    throw RecipeError(locate(key.substr(0, dot), key.substr(dot + 1)) + ": " + key +
-                      " is not supported with topology.join = \"rendezvous\" (each launch is one site over real "
-                      "links, trained by blocking DiLoCo with a fixed H)");
-  }
+  refuse_set({{"topology.site_by", r.topology.site_by != "block"},
+              {"links.latency_ms", r.links.enabled()},
+              {"sync.mode", r.sync.mode != outer::SyncMode::kDiLoCo},
+              {"sync.overlap", r.sync.overlap != outer::OverlapMode::kNone},
+              {"sync.schedule", r.sync.schedule_mode != outer::ScheduleMode::kFixed},
+              {"sync.reprobe_every", r.sync.reprobe_every != 0}},
+             locate,
+             " is not supported with topology.join = \"rendezvous\" (each launch is one site over real links, "
+             "trained by blocking DiLoCo with a fixed H)");
 }
 
 
@@ -181,23 +188,17 @@ Recipe validate(const toml::table& root, const std::string& source, const std::s
     // no outer optimizer: keys that would do nothing are refused when set to
     // anything but their defaults (which the effective recipe lists).
     const Recipe d;
-    const std::pair<const char*, bool> refused[] = {
-        {"sync.overlap", r.sync.overlap != d.sync.overlap},
-        {"sync.schedule", r.sync.schedule_mode != d.sync.schedule_mode},
-        {"sync.fragments", r.sync.fragments != d.sync.fragments},
-        {"sync.overlap_steps", r.sync.overlap_steps != d.sync.overlap_steps},
-        {"outer.optimizer", r.outer.kind != d.outer.kind},
-        {"outer.lr", r.outer.lr != d.outer.lr},
-        {"outer.momentum", r.outer.momentum != d.outer.momentum},
-        {"outer.max_update_norm_ratio", r.max_update_norm_ratio != d.max_update_norm_ratio}};
-    for (const auto& [dotted, set] : refused) {
-      if (!set) continue;
-      const std::string key(dotted);
-      const auto dot = key.find('.');
-      throw RecipeError(locate(key.substr(0, dot), key.substr(dot + 1)) + ": " + key +
-                        " does not apply to sync.mode = \"data-parallel\" (gradients are averaged every inner "
-                        "step, with no outer optimizer; sync.H only sets how many steps make one round of metrics)");
-    }
+    refuse_set({{"sync.overlap", r.sync.overlap != d.sync.overlap},
+                {"sync.schedule", r.sync.schedule_mode != d.sync.schedule_mode},
+                {"sync.fragments", r.sync.fragments != d.sync.fragments},
+                {"sync.overlap_steps", r.sync.overlap_steps != d.sync.overlap_steps},
+                {"outer.optimizer", r.outer.kind != d.outer.kind},
+                {"outer.lr", r.outer.lr != d.outer.lr},
+                {"outer.momentum", r.outer.momentum != d.outer.momentum},
+                {"outer.max_update_norm_ratio", r.max_update_norm_ratio != d.max_update_norm_ratio}},
+               locate,
+               " does not apply to sync.mode = \"data-parallel\" (gradients are averaged every inner step, with no "
+               "outer optimizer; sync.H only sets how many steps make one round of metrics)");
   }
   check_rendezvous(r, locate);
   if (r.devices.outer_state_on_device && r.devices.device == inner::DeviceSetting::kCuda)

@@ -1,13 +1,13 @@
 // Joining through the name service, admitting at round boundaries, and
 // recovering from a lost member by majority (see membership.h).
 #include "comm/membership.h"
+#include "comm/membership_wire.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <future>
-#include <unistd.h>
 
 namespace diloco::comm {
 namespace {
@@ -16,63 +16,10 @@ namespace {
 constexpr int kAlarmTag = 31001;
 constexpr int kViewTag = 31002;
 constexpr int kGroupTag = 31003;
-// Tags on a door (the intercommunicator with one newcomer).
-constexpr int kHelloTag = 1;
-constexpr int kReplyTag = 2;
 
 enum Decision : int { kWait = 0, kAdmit = 1, kStart = 2, kFail = 3 };
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-void put_u32(std::string& out, std::uint32_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
-void put_text(std::string& out, const std::string& s) {
-  put_u32(out, static_cast<std::uint32_t>(s.size()));
-  out += s;
-}
-
-struct Reader {
-  const std::string& in;
-  std::size_t at = 0;
-  std::uint32_t u32() {
-    if (in.size() - at < sizeof(std::uint32_t)) throw JoinError("a hello ends early");
-    std::uint32_t v;
-    std::memcpy(&v, in.data() + at, sizeof v);
-    at += sizeof v;
-    return v;
-  }
-  std::string text() {
-    const auto n = u32();
-    if (in.size() - at < n) throw JoinError("a hello ends early");
-    std::string s = in.substr(at, n);
-    at += n;
-    return s;
-  }
-};
-
-// A message of any length on `comm` from `source`, or nullopt-like empty
-// `ok` when none arrives within `timeout_s`.
-bool receive_text(MPI_Comm comm, int source, int tag, double timeout_s, std::string& out) {
-  const auto start = Clock::now();
-  for (;;) {
-    int found = 0;
-    MPI_Status status;
-    DILOCO_MPI_CHECK(MPI_Iprobe(source, tag, comm, &found, &status));
-    if (found) {
-      int count = 0;
-      DILOCO_MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &count));
-      out.assign(static_cast<std::size_t>(count), '\0');
-      DILOCO_MPI_CHECK(MPI_Recv(out.data(), count, MPI_BYTE, source, tag, comm, MPI_STATUS_IGNORE));
-      return true;
-    }
-    if (since(start) > timeout_s) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-}
-
-void send_text(MPI_Comm comm, int dest, int tag, const std::string& text) {
-  DILOCO_MPI_CHECK(MPI_Send(text.data(), static_cast<int>(text.size()), MPI_BYTE, dest, tag, comm));
-}
+using namespace wire;
 
 // Connects to `port` alone, giving up after `timeout_s` (a door whose keeper
 // is gone never answers; MPI has no timeout of its own). A connect that
@@ -427,99 +374,6 @@ MembershipChange Membership::recover(const std::string& why) {
   change.why = why;
   change.seconds = since(start);
   return change;
-}
-
-void Membership::open_door() {
-  char port[MPI_MAX_PORT_NAME] = {0};
-  DILOCO_MPI_CHECK(MPI_Open_port(MPI_INFO_NULL, port));
-  door_port_ = port;
-  const std::string door = name("door-" + std::to_string(door_generation_));
-  if (MPI_Publish_name(door.c_str(), MPI_INFO_NULL, port) != MPI_SUCCESS)
-    throw JoinError("cannot publish " + door + " on the rendezvous server");
-  closing_ = false;
-  door_thread_ = std::thread([this] { door_loop(); });
-}
-
-// The door's thread: accepts one newcomer at a time and queues its hello
-// for the next round boundary. A newcomer that connects and says nothing
-// within the deadline is dropped.
-void Membership::door_loop() {
-  while (!closing_) {
-    MPI_Comm inter = MPI_COMM_NULL;
-    if (MPI_Comm_accept(door_port_.c_str(), MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter) != MPI_SUCCESS) return;
-    MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
-    if (closing_) {
-      MPI_Comm_free(&inter);
-      return;
-    }
-    std::string bytes;
-    Knock knock;
-    knock.door = inter;
-    try {
-      if (!receive_text(inter, 0, kHelloTag, config_.deadline_s, bytes)) throw JoinError("no hello");
-      knock.hello = decode_hello(bytes);
-    } catch (const std::exception& e) {
-      send_text(inter, 0, kReplyTag, std::string("!malformed hello: ") + e.what());
-      MPI_Comm_free(&inter);
-      continue;
-    }
-    // One newcomer at a time: the next accept waits until the main thread
-    // has admitted or refused this one. Open MPI 4.1 deadlocks when two
-    // connect/accept handshakes (or one and a communicator creation) of one
-    // process run at once, and an accept only waiting for a peer is safe.
-    std::unique_lock<std::mutex> lock(knocks_mutex_);
-    knocks_.push_back(std::move(knock));
-    door_idle_.wait(lock, [this] { return knocks_.empty() || closing_; });
-  }
-}
-
-std::vector<Membership::Knock> Membership::take_knocks() {
-  std::lock_guard<std::mutex> lock(knocks_mutex_);
-  std::vector<Knock> out(std::make_move_iterator(knocks_.begin()), std::make_move_iterator(knocks_.end()));
-  return out;
-}
-
-// The knocks taken are settled: the door may accept the next newcomer.
-void Membership::reopen_door() {
-  {
-    std::lock_guard<std::mutex> lock(knocks_mutex_);
-    knocks_.clear();
-  }
-  door_idle_.notify_all();
-}
-
-// Withdraws the door from the name service and lets its thread go: an
-// accept cannot be cancelled (waking it by connecting from this process
-// hangs in Open MPI 4.1), so the thread stays blocked until the process
-// ends; end_membership() bounds that end.
-void Membership::close_door() {
-  if (!door_thread_.joinable()) return;
-  {
-    std::lock_guard<std::mutex> lock(knocks_mutex_);
-    closing_ = true;
-    for (auto& k : knocks_) send_text(k.door, 0, kReplyTag, "!the group is shutting down");
-  }
-  door_idle_.notify_all();
-  const std::string door = name("door-" + std::to_string(door_generation_));
-  MPI_Unpublish_name(door.c_str(), MPI_INFO_NULL, door_port_.c_str());
-  door_thread_.detach();
-}
-
-void end_membership_process(int exit_code, double grace_s) {
-  std::fflush(nullptr);
-  // MPI_Finalize can hang after a recovery (requests left on an abandoned
-  // communicator, a door still accepting): it gets grace_s, then the
-  // process ends with its code anyway.
-  std::thread([exit_code, grace_s] {
-    std::this_thread::sleep_for(std::chrono::duration<double>(grace_s));
-    std::fflush(nullptr);
-    _exit(exit_code);
-  }).detach();
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
-  std::fflush(nullptr);
-  _exit(exit_code);
 }
 
 }  // namespace diloco::comm
