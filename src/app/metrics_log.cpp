@@ -101,6 +101,7 @@ std::string membership_json(const std::vector<comm::MembershipChange>& changes) 
                                            .integer("epoch", c.epoch)
                                            .raw("left", names_json(c.left))
                                            .raw("joined", names_json(c.joined))
+                                           .raw("refused", names_json(c.refused))
                                            .raw("why", names_json({c.why}).substr(1, names_json({c.why}).size() - 2))
                                            .number("seconds", c.seconds)
                                            .done();

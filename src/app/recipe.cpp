@@ -40,6 +40,12 @@ template <class Locate>
 void check_rendezvous(Recipe& r, const Locate& locate) {
   const bool rendezvous = r.topology.join == "rendezvous";
   auto& z = r.rendezvous;
+  if (!r.security.key_file.empty() && r.compression.exchange == "ring")
+    throw RecipeError(locate("compression", "exchange") + ": compression.exchange = \"ring\" cannot leave one "
+                      "forged message out (every hop carries all sites' sums); with security.key_file use "
+                      "\"auto\" or \"all_gather\"");
+  if (r.debug.forge_site >= 0 && r.security.key_file.empty())
+    throw RecipeError(locate("debug", "forge_site") + ": debug.forge_site needs security.key_file");
   if (!rendezvous) {
     if (z.site >= 0) throw RecipeError(locate("rendezvous", "site") + ": rendezvous.site needs topology.join = \"rendezvous\"");
     return;

@@ -101,6 +101,13 @@ struct DebugSection {
   std::int64_t freeze_step = 0;
   int slow_site = -1;        // every rank of this site steps slow_factor times slower
   double slow_factor = 1.0;
+  int forge_site = -1;       // this site's payload tags are forged (made without the key)...
+  int forge_round = 0;       // ...in this round ([security] key_file)
+};
+
+// Authentication between sites.
+struct SecuritySection {
+  std::string key_file;  // a shared key (16+ bytes); empty: the traffic between sites is unauthenticated
 };
 
 // Emulated links between sites (empty arrays: none), one entry per site.
@@ -139,6 +146,7 @@ struct Recipe {
   CompressionConfig compression;
   TopologyConfig topology;
   RendezvousSection rendezvous;
+  SecuritySection security;
   outer::EvalConfig metrics;
   CheckpointSection checkpoint;
   LinksSection links;

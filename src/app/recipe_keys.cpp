@@ -255,6 +255,9 @@ const std::vector<Key>& keys() {
     k.push_back(integer_key("rendezvous", "min_sites", &R::rendezvous, &RendezvousSection::min_sites, 0, 1 << 20));
     k.push_back(number_key("rendezvous", "join_timeout_s", &R::rendezvous, &RendezvousSection::join_timeout_s,
                            positive, "> 0"));
+    k.push_back(string_key("security", "key_file", &R::security, &SecuritySection::key_file, {}, true));
+    k.push_back(integer_key("debug", "forge_site", &R::debug, &DebugSection::forge_site, -1, 1 << 20));
+    k.push_back(integer_key("debug", "forge_round", &R::debug, &DebugSection::forge_round, 0, 1 << 30));
     k.push_back(number_key("rendezvous", "ping_s", &R::rendezvous, &RendezvousSection::ping_s,
                            [](double v) { return v >= 0.1 && v <= 60.0; }, "in [0.1, 60]"));
 

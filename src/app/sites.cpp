@@ -52,7 +52,7 @@ comm::SiteComms make_sites(const Recipe& recipe, std::shared_ptr<comm::LinkEmula
 }
 
 std::unique_ptr<comm::Membership> join_sites(const Recipe& recipe, comm::SiteComms& comms, const std::string& signature,
-                                             double tokens_per_step) {
+                                             double tokens_per_step, const comm::MessageAuth* auth) {
   if (!comms.topology.is_leader()) return nullptr;
   comm::JoinConfig config;
   config.run_id = recipe.rendezvous.run_id;
@@ -65,6 +65,7 @@ std::unique_ptr<comm::Membership> join_sites(const Recipe& recipe, comm::SiteCom
   config.join_timeout_s = recipe.rendezvous.join_timeout_s;
   config.deadline_s = recipe.timeouts.timeout_s;
   config.ping_s = recipe.rendezvous.ping_s;
+  config.auth = auth;
   auto membership = std::make_unique<comm::Membership>(config);
   comms.leaders = membership->release_leaders();
   return membership;

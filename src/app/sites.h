@@ -20,6 +20,6 @@ comm::SiteComms make_sites(const Recipe& recipe, std::shared_ptr<comm::LinkEmula
 // run's group through the rendezvous and puts the leaders' communicator into
 // `comms`; nullptr on other ranks. Throws comm::JoinError.
 std::unique_ptr<comm::Membership> join_sites(const Recipe& recipe, comm::SiteComms& comms, const std::string& signature,
-                                             double tokens_per_step);
+                                             double tokens_per_step, const comm::MessageAuth* auth);
 
 }  // namespace diloco::app

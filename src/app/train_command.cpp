@@ -156,6 +156,7 @@ class TrainSession {
       step("", [&] { check_threads(); });
       inner::set_compute_threads(recipe_.run.threads);
       step("run.out_dir: ", [&] { open_output(); });
+      step("", [&] { read_key(); });
       step("data: ", [&] { dataset_.emplace(load_dataset(recipe_)); });
       step("", [&] { cut_sites(); });
       step("", [&] { choose_device(); });
@@ -241,12 +242,17 @@ class TrainSession {
       if (c) c->set_watchdog(&watchdog_);
   }
 
+  // [security] key_file: the key that authenticates joins and payloads.
+  void read_key() {
+    if (!recipe_.security.key_file.empty()) auth_.emplace(comm::MessageAuth::from_file(recipe_.security.key_file));
+  }
+
   // The leader joins the other sites; waits between sites then have their
   // deadline (sync.timeout_s) instead of the watchdog, and a loss is
   // recovered rather than fatal.
   void join() {
     membership_ = join_sites(recipe_, comms_, inner_loop_->model_signature(),
-                             static_cast<double>(inner_loop_->tokens_per_step()));
+                             static_cast<double>(inner_loop_->tokens_per_step()), auth_ ? &*auth_ : nullptr);
     if (root_ && membership_)
       std::printf("joined run \"%s\" as %s: %d sites, membership epoch %d%s\n", recipe_.rendezvous.run_id.c_str(),
                   recipe_.rendezvous.site_name.c_str(), comms_.leaders->size(), membership_->epoch(),
@@ -292,7 +298,10 @@ class TrainSession {
   void build_trainer() {
     outer::OuterParts parts;
     parts.exchange = [this](comm::Communicator& leaders) {
-      return std::make_unique<outer::Exchange>(leaders, make_codec(recipe_.compression), exchange_options(recipe_));
+      auto options = exchange_options(recipe_);
+      options.auth = auth_ ? &*auth_ : nullptr;
+      if (recipe_.debug.forge_site == comms_.topology.site) options.forge_round = recipe_.debug.forge_round;
+      return std::make_unique<outer::Exchange>(leaders, make_codec(recipe_.compression), options);
     };
     parts.optimizer = [this](std::size_t params) { return outer::make_outer_optimizer(recipe_.outer, params); };
     outer::CheckpointConfig checkpoint;
@@ -403,6 +412,7 @@ class TrainSession {
   std::unique_ptr<comm::Communicator> gradient_comm_;
   std::unique_ptr<outer::CommReplicaGroup> group_;
   std::unique_ptr<inner::InnerLoop> inner_loop_;
+  std::optional<comm::MessageAuth> auth_;          // [security] key_file
   std::unique_ptr<comm::Membership> membership_;  // site leader of a rendezvous run
   std::unique_ptr<outer::Trainer> trainer_;
   std::unique_ptr<MetricsLog> log_;

@@ -50,6 +50,12 @@ std::string membership_line(const comm::MembershipChange& c, int round) {
   for (const auto& n : c.joined.empty() ? c.left : c.joined) names += (names.empty() ? "" : ", ") + n;
   char buf[160];
   std::snprintf(buf, sizeof(buf), " (membership epoch %d, %.2f s)", c.epoch, c.seconds);
+  if (!c.refused.empty()) {
+    std::string refused;
+    for (const auto& r : c.refused) refused += (refused.empty() ? "" : "; ") + r;
+    return "round " + std::to_string(round) + ": refused at the door: " + refused +
+           (c.joined.empty() ? std::string() : " (and " + names + " joined" + buf + ")");
+  }
   if (!c.joined.empty()) return "round " + std::to_string(round) + ": " + names + " joined" + buf;
   return "round " + std::to_string(round) + ": lost " + names + buf + ": " + c.why;
 }

@@ -49,6 +49,8 @@ std::string encode_hello(const SiteHello& h) {
   out.append(reinterpret_cast<const char*>(&h.weight), sizeof h.weight);
   put_text(out, h.name);
   put_text(out, h.signature);
+  put_u32(out, h.keyed ? 1 : 0);
+  put_text(out, h.nonce);
   return out;
 }
 
@@ -61,6 +63,8 @@ SiteHello decode_hello(const std::string& bytes) {
   r.at += sizeof h.weight;
   h.name = r.text();
   h.signature = r.text();
+  h.keyed = r.u32() != 0;
+  h.nonce = r.text();
   if (r.at != bytes.size()) throw JoinError("a hello has trailing bytes");
   if (h.index < 0 || h.index > (1 << 20)) throw JoinError("a hello names site index " + std::to_string(h.index));
   return h;
@@ -122,7 +126,13 @@ void Membership::found() {
 void Membership::join(const std::string& door_port) {
   const double timeout = config_.join_timeout_s;
   MPI_Comm door = connect_within(door_port, timeout, "the group's door");
-  send_text(door, 0, kHelloTag, encode_hello(config_.hello));
+  SiteHello hello = config_.hello;
+  hello.keyed = config_.auth != nullptr;
+  if (hello.keyed) hello.nonce = MessageAuth::random_bytes(32);
+  const std::string hello_bytes = encode_hello(hello);
+  config_.hello = hello;
+  send_text(door, 0, kHelloTag, hello_bytes);
+  if (hello.keyed) answer_challenge(door, hello_bytes);
   std::string reply;
   if (!receive_text(door, 0, kReplyTag, timeout, reply))
     throw JoinError("the group did not answer this site's hello within rendezvous.join_timeout_s");
@@ -196,13 +206,27 @@ void Membership::wait_for_sites() {
 MembershipChange Membership::admit_waiting() {
   newcomers_.clear();
   std::vector<Knock> knocks;
-  if (leaders_->rank() == 0) knocks = take_knocks();
+  MembershipChange change;
+  if (leaders_->rank() == 0) {
+    knocks = take_knocks();
+    std::lock_guard<std::mutex> lock(knocks_mutex_);
+    change.refused = std::move(refused_);
+    refused_.clear();
+  }
   int count = static_cast<int>(knocks.size());
   broadcast_values(*leaders_, std::span<int>(&count, 1), 0);
-  MembershipChange change;
-  if (count == 0) return change;
+  if (count == 0) {
+    change.epoch = epoch_;
+    change.why = "refused at the door";
+    return change;
+  }
   const auto start = Clock::now();
   change.joined = admit(std::move(knocks));
+  if (leaders_->rank() == 0) {  // what admit() refused (a taken index, another model)
+    std::lock_guard<std::mutex> lock(knocks_mutex_);
+    change.refused.insert(change.refused.end(), refused_.begin(), refused_.end());
+    refused_.clear();
+  }
   change.epoch = epoch_;
   change.why = "joined";
   change.seconds = since(start);
@@ -228,6 +252,8 @@ std::vector<std::string> Membership::admit(std::vector<Knock> knocks) {
     }
     send_text(k.door, 0, kReplyTag, "!" + refusal);
     MPI_Comm_free(&k.door);
+    std::lock_guard<std::mutex> lock(knocks_mutex_);
+    refused_.push_back(k.hello.name + ": " + refusal);
   }
   int count = static_cast<int>(admitted.size());
   broadcast_values(*leaders_, std::span<int>(&count, 1), 0);

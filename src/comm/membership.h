@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "comm/comm_error.h"
+#include "comm/message_auth.h"
 #include "comm/mpi_communicator.h"
 
 namespace diloco::comm {
@@ -57,6 +58,8 @@ struct SiteHello {
   std::string name;
   double weight = 1.0;         // tokens per inner step
   std::string signature;       // the model's kind and shapes; must match the group's
+  bool keyed = false;          // it holds a key (security.key_file) and proves it
+  std::string nonce;           // keyed: the challenge the group answers to prove the key too
 };
 
 struct JoinConfig {
@@ -68,6 +71,9 @@ struct JoinConfig {
   double join_timeout_s = 120.0;
   double deadline_s = 60.0;    // every wait between sites (sync.timeout_s)
   double ping_s = 2.0;         // how long a recovery listens for the survivors
+  // With a key: a newcomer proves it holds it (HMAC over a challenge) and the
+  // group proves it back; a site without it, or with another, is refused.
+  const MessageAuth* auth = nullptr;
 };
 
 // One change of membership, for the metrics.
@@ -75,6 +81,7 @@ struct MembershipChange {
   int epoch = 0;                      // the epoch it created
   std::vector<std::string> left;      // site names
   std::vector<std::string> joined;
+  std::vector<std::string> refused;   // "name: reason" of sites refused at the door
   std::string why;
   double seconds = 0.0;               // from noticing to the new communicator
 };
@@ -123,6 +130,10 @@ class Membership {
   void open_door();
   void close_door();
   void door_loop();
+  // The door's checks of a newcomer's hello; returns why it is refused, or "".
+  std::string check_knock(MPI_Comm door, const SiteHello& hello);
+  // The newcomer's side of the key check.
+  void answer_challenge(MPI_Comm door, const std::string& hello_bytes);
   std::vector<Knock> take_knocks();
   void reopen_door();
   // Admits `knocks` (root's list; others pass empty): returns the names.
@@ -144,8 +155,10 @@ class Membership {
   std::string door_port_;
   std::thread door_thread_;
   std::atomic<bool> closing_{false};
+  std::atomic<bool> door_busy_{false};  // the door's thread is in an MPI call other than its accept
   std::mutex knocks_mutex_;
   std::deque<Knock> knocks_;
+  std::vector<std::string> refused_;  // refusals at the door since the last admission
   std::condition_variable door_idle_;
 };
 

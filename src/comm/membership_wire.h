@@ -5,6 +5,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -18,6 +19,13 @@ namespace diloco::comm::wire {
 // Tags on a door (the intercommunicator with one newcomer).
 constexpr int kHelloTag = 1;
 constexpr int kReplyTag = 2;
+constexpr int kChallengeTag = 3;
+constexpr int kResponseTag = 4;
+
+// What the HMACs of a join cover: the group answers the newcomer's nonce
+// under one label, the newcomer the group's nonce and its hello under another.
+constexpr const char* kAdmitLabel = "diloco-admit:";
+constexpr const char* kJoinLabel = "diloco-join:";
 
 using Clock = std::chrono::steady_clock;
 inline double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -49,10 +57,12 @@ struct Reader {
 };
 
 // A message of any length on `comm` from `source` into `out`; false when
-// none arrives within `timeout_s`.
-inline bool receive_text(MPI_Comm comm, int source, int tag, double timeout_s, std::string& out) {
+// none arrives within `timeout_s` or `cancel` is set meanwhile.
+inline bool receive_text(MPI_Comm comm, int source, int tag, double timeout_s, std::string& out,
+                         const std::atomic<bool>* cancel = nullptr) {
   const auto start = Clock::now();
   for (;;) {
+    if (cancel && cancel->load()) return false;
     int found = 0;
     MPI_Status status;
     DILOCO_MPI_CHECK(MPI_Iprobe(source, tag, comm, &found, &status));

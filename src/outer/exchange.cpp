@@ -61,6 +61,7 @@ void Exchange::set_residual(std::span<const float> residual) {
 
 ExchangeAlgorithm Exchange::choose(std::size_t count) const {
   if (options_.algorithm != ExchangeAlgorithm::kAuto) return options_.algorithm;
+  if (options_.auth) return ExchangeAlgorithm::kAllGather;  // a forged message is left out alone
   const auto n = static_cast<std::size_t>(leaders_.size());
   if (n < 3) return ExchangeAlgorithm::kAllGather;  // a ring of 2 sends the same bytes, with extra rounding
   const std::size_t gather_bytes = (n - 1) * codec_->payload_size(count);
@@ -74,6 +75,7 @@ const char* to_string(Exclusion reason) {
     case Exclusion::kDiverged: return "diverged";
     case Exclusion::kOutlier: return "outlier";
     case Exclusion::kCorruptPayload: return "corrupt-payload";
+    case Exclusion::kUnauthenticated: return "unauthenticated";
   }
   return "unknown";
 }
@@ -87,8 +89,9 @@ std::vector<double> Exchange::agree_shares(std::span<const float> delta, const S
     double steps;
     double norm;
     double status;  // 0 usable, 1 non-finite, 2 diverged
+    double epoch;   // the sender's membership epoch
   };
-  Report mine{update.weight, static_cast<double>(update.steps), 0.0, 0.0};
+  Report mine{update.weight, static_cast<double>(update.steps), 0.0, 0.0, static_cast<double>(epoch_)};
   if (update.diverged) {
     mine.status = 2.0;
   } else if (!compression::all_finite(delta) || !std::isfinite(update.weight) || update.weight <= 0.0 ||
@@ -99,17 +102,35 @@ std::vector<double> Exchange::agree_shares(std::span<const float> delta, const S
     for (float v : delta) sum += double(v) * v;
     mine.norm = std::sqrt(sum);
   }
-  auto raw = leaders_.all_gather(std::as_bytes(std::span<const Report>(&mine, 1)));
+  std::vector<std::byte> sealed(sizeof(Report));
+  std::memcpy(sealed.data(), &mine, sizeof(Report));
+  seal(sealed, "report", 0);
+  auto raw = leaders_.all_gather(sealed);
   std::vector<Report> reports(raw.size());
+  std::vector<bool> forged(raw.size(), false);
   for (std::size_t s = 0; s < raw.size(); ++s) {
+    if (!unseal(raw[s], "report", 0, static_cast<int>(s))) {
+      forged[s] = true;
+      reports[s] = Report{0.0, 0.0, 0.0, 3.0, mine.epoch};
+      continue;
+    }
     if (raw[s].size() != sizeof(Report))
       throw ExchangeError("site " + std::to_string(s) + " sent a malformed report", static_cast<int>(s));
     std::memcpy(&reports[s], raw[s].data(), sizeof(Report));
+    if (reports[s].epoch != mine.epoch)
+      throw ExchangeError("site " + std::to_string(s) + " exchanges in membership epoch " +
+                              std::to_string(static_cast<long long>(reports[s].epoch)) + ", this site in " +
+                              std::to_string(epoch_),
+                          static_cast<int>(s));
   }
   std::vector<double> weights(reports.size(), 0.0);
   std::vector<double> steps(reports.size(), 0.0);
   for (std::size_t s = 0; s < reports.size(); ++s) {
     const auto& r = reports[s];
+    if (forged[s]) {
+      excluded.push_back({static_cast<int>(s), Exclusion::kUnauthenticated});
+      continue;
+    }
     if (r.status != 0.0) {
       excluded.push_back({static_cast<int>(s), r.status == 2.0 ? Exclusion::kDiverged : Exclusion::kNonFinite});
       continue;
@@ -153,6 +174,7 @@ std::uint64_t Exchange::seed_of(std::int64_t round) const {
 
 ExchangeStats Exchange::average(std::span<float> delta, const SiteUpdate& mine, std::int64_t round) {
   const auto start = std::chrono::steady_clock::now();
+  round_ = round;
   const auto sent_before = leaders_.traffic().bytes_sent;
   ExchangeStats stats;
   const auto agree_start = std::chrono::steady_clock::now();
@@ -171,6 +193,7 @@ ExchangeStats Exchange::mean(std::span<float> values, std::span<const float> sha
   if (shares.size() != static_cast<std::size_t>(leaders_.size()))
     throw std::invalid_argument("Exchange::mean needs one share per site");
   const auto start = std::chrono::steady_clock::now();
+  round_ = round;
   const auto sent_before = leaders_.traffic().bytes_sent;
   ExchangeStats stats;
   std::vector<float> fixed(shares.begin(), shares.end());
@@ -213,6 +236,29 @@ void Exchange::encode(std::span<const float> values, std::uint64_t seed, bool ma
   payload_.clear();
 }
 
+std::string Exchange::context(const char* kind, std::size_t part, int sender) const {
+  return std::string("diloco-") + kind + ":" + std::to_string(epoch_) + ":" + std::to_string(round_) + ":" +
+         std::to_string(part) + ":" + std::to_string(sender) + ":";
+}
+
+void Exchange::seal(std::vector<std::byte>& message, const char* kind, std::size_t part) const {
+  if (!options_.auth) return;
+  auto tag = options_.auth->tag(context(kind, part, leaders_.rank()), message);
+  if (round_ == options_.forge_round && std::string(kind) == "payload")
+    for (auto& b : tag) b = ~b;  // test-only: what a sender without the key would produce
+  message.insert(message.end(), tag.begin(), tag.end());
+}
+
+bool Exchange::unseal(std::vector<std::byte>& message, const char* kind, std::size_t part, int sender) const {
+  if (!options_.auth) return true;
+  if (message.size() < sizeof(comm::MacTag)) return false;
+  const std::size_t body = message.size() - sizeof(comm::MacTag);
+  const auto bytes = std::span<const std::byte>(message);
+  if (!options_.auth->verify(context(kind, part, sender), bytes.first(body), bytes.subspan(body))) return false;
+  message.resize(body);
+  return true;
+}
+
 void Exchange::note_non_finite(int site, ExchangeStats& stats) {
   const ExcludedSite e{site, Exclusion::kNonFinite};
   if (std::find(stats.excluded.begin(), stats.excluded.end(), e) == stats.excluded.end()) stats.excluded.push_back(e);
@@ -220,8 +266,9 @@ void Exchange::note_non_finite(int site, ExchangeStats& stats) {
 
 // Every site decodes the very same bytes, so every site reaches the same
 // verdict on a bad payload without a vote.
-void Exchange::accumulate_part(const std::vector<std::vector<std::byte>>& payloads, std::span<float> values,
-                               std::vector<float>& shares, ExchangeStats& stats, bool markers) const {
+void Exchange::accumulate_part(std::vector<std::vector<std::byte>>& payloads, std::size_t part,
+                               std::span<float> values, std::vector<float>& shares, ExchangeStats& stats,
+                               bool markers) const {
   double total = 0.0, kept = 0.0;
   for (std::size_t s = 0; s < payloads.size(); ++s) {
     if (shares[s] <= 0.0f) continue;
@@ -230,6 +277,11 @@ void Exchange::accumulate_part(const std::vector<std::vector<std::byte>>& payloa
       continue;
     }
     total += shares[s];
+    if (!unseal(payloads[s], "payload", part, static_cast<int>(s))) {  // checked before any decoding
+      stats.excluded.push_back({static_cast<int>(s), Exclusion::kUnauthenticated});
+      shares[s] = 0.0f;
+      continue;
+    }
     const auto err = codec_->decode_accumulate(payloads[s], values, shares[s]);
     if (err == compression::DecodeError::kOk) {
       kept += shares[s];
@@ -263,9 +315,10 @@ void Exchange::all_gather_average(std::span<float> delta, std::vector<float>& sh
     if (shares[me] > 0.0f) encode(values, parts == 1 ? seed : mix(seed + p), markers, "this site's pseudo-gradient");
     else payload_.clear();  // sitting the round out: an empty payload
     if (options_.tamper && shares[me] > 0.0f) options_.tamper(payload_);
+    if (!payload_.empty()) seal(payload_, "payload", p);
     auto payloads = timed_all_gather(payload_, stats);
     std::fill(values.begin(), values.end(), 0.0f);
-    accumulate_part(payloads, values, shares, stats, markers);
+    accumulate_part(payloads, p, values, shares, stats, markers);
   }
   if (parts > 1) {
     payload_.clear();

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/message_auth.h"
 #include "diloco/compression/codec.h"
 #include "diloco/compression/error_feedback.h"
 
@@ -44,6 +45,7 @@ enum class Exclusion {
   kDiverged,   // its training loss became non-finite; it restarts from the global params
   kOutlier,    // its pseudo-gradient norm is beyond max_norm_ratio times the median of the others
   kCorruptPayload,  // its payload failed to decode on every site (from that part of the exchange on)
+  kUnauthenticated,  // its report or payload failed the HMAC check ([security] key_file)
 };
 
 const char* to_string(Exclusion reason);
@@ -69,6 +71,15 @@ struct ExchangeOptions {
   // Test-only fault injection: rewrites this site's encoded payload before it
   // is sent (a faulty or hostile peer).
   std::function<void(std::vector<std::byte>& payload)> tamper = nullptr;
+  // With a key, every report and payload carries an HMAC-SHA256 over its
+  // bytes and what it is (epoch, round, part, sender), checked before
+  // anything is decoded; a site whose message fails is left out of the
+  // round (kUnauthenticated). `auto` then always picks all-gather, where one
+  // site's message can be left out alone.
+  const comm::MessageAuth* auth = nullptr;
+  // Test-only: in this exchange round this site's tags are forged (made
+  // without the key), as an attacker's would be.
+  std::int64_t forge_round = -1;
 };
 
 // What one site brings to an exchange besides its pseudo-gradient.
@@ -112,6 +123,11 @@ class Exchange {
   // varies stochastic rounding.
   ExchangeStats mean(std::span<float> values, std::span<const float> shares, std::int64_t round);
 
+  // The membership epoch this site exchanges in (sites launched apart); it
+  // heads every exchange's first message, and a peer in another epoch is an
+  // ExchangeError. 0 for a run launched as one job.
+  void set_epoch(std::int64_t epoch) { epoch_ = epoch; }
+
   // The algorithm `kAuto` picks for `count` elements on this many sites.
   ExchangeAlgorithm choose(std::size_t count) const;
 
@@ -134,6 +150,11 @@ class Exchange {
   void ring_average(std::span<float> delta, const std::vector<float>& shares, std::uint64_t seed,
                     ExchangeStats& stats, bool markers);
   static void note_non_finite(int site, ExchangeStats& stats);
+  // Appends this site's tag to `message` (what `kind` it is, `part`).
+  void seal(std::vector<std::byte>& message, const char* kind, std::size_t part) const;
+  // Checks and strips `sender`'s tag; false when it fails.
+  bool unseal(std::vector<std::byte>& message, const char* kind, std::size_t part, int sender) const;
+  std::string context(const char* kind, std::size_t part, int sender) const;
   std::vector<std::vector<std::byte>> timed_all_gather(std::span<const std::byte> mine, ExchangeStats& stats);
   // With `markers`, an empty payload stands for values that were not finite:
   // `acc` becomes NaN.
@@ -142,7 +163,7 @@ class Exchange {
   // Decodes every usable site's payload of one part into `values`. A payload
   // that fails to decode writes nothing; its sender is left out of this part
   // (the others' sum is rescaled to the full weight) and of every later part.
-  void accumulate_part(const std::vector<std::vector<std::byte>>& payloads, std::span<float> values,
+  void accumulate_part(std::vector<std::vector<std::byte>>& payloads, std::size_t part, std::span<float> values,
                        std::vector<float>& shares, ExchangeStats& stats, bool markers) const;
 
   comm::Communicator& leaders_;
@@ -150,6 +171,8 @@ class Exchange {
   ExchangeOptions options_;
   std::optional<compression::ErrorFeedback> feedback_;
   std::vector<std::byte> payload_;
+  std::int64_t epoch_ = 0;
+  std::int64_t round_ = 0;  // the exchange under way (seals name it)
 };
 
 }  // namespace diloco::outer

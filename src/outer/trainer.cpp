@@ -286,6 +286,7 @@ void Trainer::inject_faults(std::span<float> delta, int round) const {
 
 void Trainer::sync_blocking(const inner::InnerStats& stats, int round, RoundSync& sync) {
   FragmentSync& f = syncs_.front();
+  if (membership_) f.exchange->set_epoch(membership_->epoch());
   launch(f, SiteUpdate{static_cast<double>(stats.tokens), stats.steps, stats.diverged}, round, round, true);
   finish(f, sync);
   std::memcpy(inner_.params().data(), global_.data(), global_.size() * sizeof(float));

@@ -12,7 +12,9 @@ namespace diloco::outer {
 namespace {
 
 // Version 2: per-fragment outer state and residuals, local params per site.
-constexpr std::uint64_t kGlobalMagic = 0x32474C42434C4444ull;  // "DDLCBLG2"
+// Version 3 adds the membership epoch after the round (sites launched apart).
+constexpr std::uint64_t kGlobalMagic = 0x33474C42434C4444ull;    // "DDLCBLG3"
+constexpr std::uint64_t kGlobalMagicV2 = 0x32474C42434C4444ull;  // "DDLCBLG2": read, epoch 0
 constexpr std::uint64_t kSiteMagic = 0x32455453434C4444ull;    // "DDLCSTE2"
 
 std::string site_file(int site) { return "site-" + std::to_string(site) + ".bin"; }
@@ -39,6 +41,7 @@ std::vector<std::string> gather_strings(comm::Communicator& comm, const std::str
 struct GlobalFile {
   std::string signature;
   std::uint64_t round = 0;
+  std::uint64_t epoch = 0;  // membership epoch (sites launched apart; 0 otherwise)
   std::uint64_t sites = 0;
   double initial_eval = 0.0;
   RoundMetrics counters;  // tokens, bytes, times, exclusions
@@ -50,10 +53,12 @@ struct GlobalFile {
 GlobalFile read_global_file(const std::string& path) {
   const std::string name = path + "/global.bin";
   BlobReader g(CheckpointStore::read_file(name), name);
-  if (g.u64("magic") != kGlobalMagic) throw CheckpointError(name + ": not a diloco global state");
+  const auto magic = g.u64("magic");
+  if (magic != kGlobalMagic && magic != kGlobalMagicV2) throw CheckpointError(name + ": not a diloco global state");
   GlobalFile f;
   f.signature = g.bytes("model signature");
   f.round = g.u64("round");
+  f.epoch = magic == kGlobalMagic ? g.u64("membership epoch") : 0;
   f.sites = g.u64("site count");
   f.initial_eval = g.f64("initial eval loss");
   f.counters.tokens = static_cast<std::int64_t>(g.u64("tokens"));
@@ -104,6 +109,7 @@ void Trainer::save_checkpoint(int round, const RoundMetrics& metrics, double ini
       g.u64(kGlobalMagic);
       g.bytes(checkpoint_.model_signature);
       g.u64(static_cast<std::uint64_t>(round));
+      g.u64(static_cast<std::uint64_t>(membership_ ? membership_->epoch() : 0));
       g.u64(static_cast<std::uint64_t>(topo.num_sites));
       g.f64(initial_eval_loss);
       g.u64(static_cast<std::uint64_t>(metrics.tokens));
@@ -244,6 +250,7 @@ std::string Trainer::describe_checkpoint(const std::string& path) {
   std::ostringstream out;
   out << "model        " << g.signature << "\n";
   out << "round        " << g.round << "\n";
+  out << "epoch        " << g.epoch << "\n";
   out << "sites        " << g.sites << "\n";
   out << "start eval   " << g.initial_eval << "\n";
   out << "tokens       " << g.counters.tokens << "\n";

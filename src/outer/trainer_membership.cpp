@@ -139,9 +139,10 @@ void Trainer::admit_newcomers(int round, RoundMetrics& metrics) {
   for (;;) {
     try {
       auto change = membership_->admit_waiting();
-      if (change.joined.empty()) return;
+      if (change.joined.empty() && change.refused.empty()) return;
+      const bool joined = !change.joined.empty();
       metrics.membership.push_back(std::move(change));
-      if (comms_.leaders->rank() != 0) return;
+      if (!joined || comms_.leaders->rank() != 0) return;
       const auto state = group_state(round);
       for (int r : membership_->newcomers()) {
         comms_.leaders->send(std::span<const std::byte>(state).first(sizeof(StateHeader)), r, kStateTag);

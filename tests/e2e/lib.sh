@@ -75,3 +75,15 @@ finish() {
   if [[ $failures -ne 0 ]]; then echo "$failures check(s) failed"; exit 1; fi
   echo "all checks passed"
 }
+
+# Sites launched apart: an ompi-server whose URI file is $WORK/uri, stopped
+# on exit together with every process whose command line holds `$1` (the
+# tests' sites), and $WORK removed unless KEEP_WORK is set.
+start_ompi_server() {
+  ompi-server --no-daemonize -r "$WORK/uri" &
+  OMPI_SERVER_PID=$!
+  SITES_PATTERN=$1
+  trap 'kill $OMPI_SERVER_PID 2>/dev/null; pkill -9 -f "$SITES_PATTERN" 2>/dev/null; [[ -n ${KEEP_WORK:-} ]] || rm -rf "$WORK"' EXIT
+  for _ in $(seq 50); do [[ -s $WORK/uri ]] && return 0; sleep 0.1; done
+  echo "FAIL: ompi-server wrote no URI"; exit 1
+}

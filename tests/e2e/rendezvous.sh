@@ -8,10 +8,7 @@
 # without the server is told how to start one (exit 2).
 source "$(dirname "$0")/lib.sh"
 cd "$WORK"
-ompi-server --no-daemonize -r "$WORK/uri" &
-server=$!
-trap 'kill $server 2>/dev/null; pkill -9 -f "rendezvous.run_id=e2e-$$" 2>/dev/null; [[ -n ${KEEP_WORK:-} ]] || rm -rf "$WORK"' EXIT
-for _ in $(seq 50); do [[ -s $WORK/uri ]] && break; sleep 0.1; done
+start_ompi_server "rendezvous.run_id=e2e-$$"
 TIMEOUT_S=5
 { small_model_toml; printf '[outer]\nrounds = 40\n[sync]\nH = 20\ntimeout_s = %s\n' $TIMEOUT_S
   printf '[topology]\njoin = "rendezvous"\nsites = 3\n[checkpoint]\nevery = 2\n[metrics]\neval_every = 1\n'
