@@ -575,9 +575,31 @@ Command: `{' '.join(cmd)}`
 """
 
 
+def recovery(q):
+    cmd = ["bench/recovery.sh", "1" if q else "2", "5", "10"]
+    out = run(cmd)
+    return f"""## 10. Losing and regaining a site launched apart (`bench/recovery.sh`)
+
+Three sites, each its own `mpirun` (one of two ranks), joined through a real
+`ompi-server` (`topology.join = "rendezvous"`), the small GPT at H = 20; one
+site is killed with kill -9 mid-round and launched again with `--resume
+auto`, then another site's leader is stopped with SIGSTOP. Per run: seconds
+from the kill (and from the SIGSTOP) to the survivors' next completed round,
+and from the relaunch to the relaunched site's first completed round.
+A loss is noticed when `sync.timeout_s` passes, then the survivors listen for
+each other for `rendezvous.ping_s`, agree and redo the round: the first
+column is about timeout + ping + one exchange. The second is the process's
+start-up, its admission at the next round boundary and one round.
+
+Command: `{' '.join(cmd)}`
+
+{out.strip()}
+"""
+
+
 SECTIONS = [("inner", inner_overhead), ("codecs", codecs), ("exchange", exchange_vs_bound),
             ("dp", diloco_vs_dp), ("ablations", ablations), ("scaling", scaling), ("memory", memory),
-            ("overlap", overlap), ("data", data_startup)]
+            ("overlap", overlap), ("data", data_startup), ("recovery", recovery)]
 
 
 def main():

@@ -3,14 +3,14 @@
 # joined through a real ompi-server: three sites (one of two ranks) train
 # with identical global params; kill -9 of one site mid-round, the two
 # others go on within sync.timeout_s + 5 s and keep learning; the killed
-# site, launched again with --resume auto, rejoins and the run ends with
-# three sites. A site with another model is refused (exit 2); a launch
+# site, launched again with --resume auto, rejoins (three sites again); a
+# SIGSTOP'd leader is dropped the same way and, woken, stops as a minority. A site with another model is refused (exit 2); a launch
 # without the server is told how to start one (exit 2).
 source "$(dirname "$0")/lib.sh"
 cd "$WORK"
 start_ompi_server "rendezvous.run_id=e2e-$$"
-TIMEOUT_S=5
-{ small_model_toml; printf '[outer]\nrounds = 40\n[sync]\nH = 20\ntimeout_s = %s\n' $TIMEOUT_S
+TIMEOUT_S=${RENDEZVOUS_TIMEOUT_S:-5}  # bench/recovery.sh varies it
+{ small_model_toml; printf '[outer]\nrounds = 50\n[sync]\nH = 20\ntimeout_s = %s\n' $TIMEOUT_S
   printf '[topology]\njoin = "rendezvous"\nsites = 3\n[checkpoint]\nevery = 2\n[metrics]\neval_every = 1\n'
   printf '[rendezvous]\njoin_timeout_s = 60\nrun_id = "e2e-%s"\n' $$; } > r.toml
 sed -e "s|\[data\]|[data]\npaths = [\"/usr/share/games/fortunes\"]|" r.toml > recipe.toml
@@ -49,18 +49,42 @@ else
   fail "the others recorded no loss of site 2"
 fi
 relaunched=$(date +%s.%N)
+last_round=$(row 0 -1 round)
 site 2 1 --resume auto
-for _ in $(seq 600); do grep -q '"joined":\["site-2"\]' "$WORK/s0/metrics.jsonl" && break; sleep 0.05; done
-grep -q '"joined":\["site-2"\]' "$WORK/s0/metrics.jsonl" && pass "site 2 launched again rejoined after $(echo "$(date +%s.%N) - $relaunched" | bc) s" \
-  || fail "site 2 launched again did not rejoin"
+# Its first round completed after the relaunch: a row past the group's last
+# round when it was launched (it was dead until then).
+first_new() { python3 -c 'import json,sys; sys.exit(not any(json.loads(l)["round"] > int(sys.argv[2]) for l in open(sys.argv[1])))' \
+  "$WORK/s2/metrics.jsonl" "$last_round" 2>/dev/null; }
+for _ in $(seq 600); do first_new && break; sleep 0.05; done
+if grep -q '"joined":\["site-2"\]' "$WORK/s0/metrics.jsonl" && first_new; then
+  pass "site 2 launched again rejoined: its first round completed $(echo "$(date +%s.%N) - $relaunched" | bc) s after the relaunch"
+else
+  fail "site 2 launched again did not rejoin"
+fi
+[[ $(row 0 -1 members) == 3 ]] && pass "three sites again after the rejoin" || fail "$(row 0 -1 members) members after the rejoin"
+
+# SIGSTOP of site 1's leader counts as a loss; woken after the others went
+# on, it finds itself expelled: it stops as a minority (exit 4), with a
+# checkpoint, and corrupts nothing.
+pid1=$(pgrep -f "^$DILOCO_BIN train .*rendezvous.site=1 .*rendezvous.run_id=e2e-$$\$" | head -1)
+kill -STOP "$pid1"
+stopped=$(date +%s.%N)
+for _ in $(seq 400); do grep -q '"left":\["site-1"\]' "$WORK/s0/metrics.jsonl" && break; sleep 0.05; done
+took=$(echo "$(date +%s.%N) - $stopped" | bc)
+grep -q '"left":\["site-1"\]' "$WORK/s0/metrics.jsonl" && (( $(echo "$took < $TIMEOUT_S + 5" | bc) )) \
+  && pass "SIGSTOP of site 1: the others completed a round ${took} s later" || fail "SIGSTOP: the others did not go on (${took} s)"
+kill -CONT "$pid1"
 wait $s0 $s1
 sleep 1
-for i in 0 1 2; do grep -q "^exit 0" "$WORK/site$i.log" || fail "site $i did not finish: $(grep -v '^ \|^--\|^$' "$WORK/site$i.log" | tail -5)"; done
-[[ $(row 0 -1 members) == 3 ]] && pass "the run ended with three sites again" || fail "the run ended with $(row 0 -1 members) members"
+for i in 0 2; do grep -q "^exit 0" "$WORK/site$i.log" || fail "site $i did not finish: $(grep -v '^ \|^--\|^$' "$WORK/site$i.log" | tail -5)"; done
+grep -q "^exit 4" "$WORK/site1.log" && grep -q "not a strict majority" "$WORK/site1.log" && grep -q "checkpoint of round" "$WORK/site1.log" \
+  && pass "woken, site 1 stopped as a minority (exit 4) with a checkpoint" || fail "woken site 1: $(grep -v '^ \|^--\|^$' "$WORK/site1.log" | tail -3)"
+[[ $(row 0 -1 members) == 2 && $(row 2 -1 members) == 2 ]] && pass "the run ended with sites 0 and 2" \
+  || fail "the run ended with $(row 0 -1 members) members"
 first=$(row 0 $before train_loss); last=$(row 0 -1 train_loss)
 (( $(echo "$last < $first" | bc) )) && pass "the loss kept falling ($first at the loss, $last at the end)" || fail "loss $first -> $last"
-[[ $(row 1 -1 eval_loss) == "$(row 2 -1 eval_loss)" ]] && pass "the rejoined site ends on the same global params" \
-  || fail "the rejoined site ends elsewhere: $(row 1 -1 eval_loss) vs $(row 2 -1 eval_loss)"
+same "$(row 0 -1 eval_loss)" "$(row 2 -1 eval_loss)" && pass "the rejoined site ends on the same global params" \
+  || fail "the rejoined site ends elsewhere: $(row 0 -1 eval_loss) vs $(row 2 -1 eval_loss)"
 
 # Another model is refused at the door (site 0 founds a fresh run first).
 site 0 1 --set rendezvous.run_id="e2e-$$-model" --set run.out_dir="$WORK/m0" --set topology.sites=2 --set outer.rounds=40
