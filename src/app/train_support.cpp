@@ -1,0 +1,92 @@
+// See train_support.h.
+#include "app/train_support.h"
+
+#include <algorithm>
+#include <csignal>
+#include <iostream>
+
+#include "comm/comm_error.h"
+#include "comm/mpi_communicator.h"
+#include "inner/data/dataset.h"
+
+namespace diloco::app {
+namespace {
+
+// Set by SIGTERM, SIGINT and SIGUSR1; read at round boundaries.
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+void on_stop_signal(int signal) { g_stop_signal = signal; }
+
+}  // namespace
+
+std::unique_ptr<compression::Codec> make_codec(const CompressionConfig& c) {
+  compression::CodecConfig config;
+  config.name = c.codec;
+  config.block = static_cast<std::uint32_t>(c.block);
+  config.stochastic_rounding = c.stochastic_rounding;
+  config.topk_ratio = c.topk_ratio;
+  std::string error;
+  auto codec = compression::make_codec(config, &error);
+  if (!codec) throw RecipeError("compression: " + error);
+  return codec;
+}
+
+outer::ExchangeOptions exchange_options(const Recipe& r) {
+  outer::ExchangeOptions o;
+  o.error_feedback = r.compression.error_feedback.value_or(false);
+  o.error_feedback_decay = static_cast<float>(r.compression.error_feedback_decay);
+  o.max_norm_ratio = r.max_update_norm_ratio;
+  o.seed = static_cast<std::uint64_t>(r.run.seed);
+  o.algorithm = r.compression.exchange == "ring"         ? outer::ExchangeAlgorithm::kRing
+                : r.compression.exchange == "all_gather" ? outer::ExchangeAlgorithm::kAllGather
+                                                         : outer::ExchangeAlgorithm::kAuto;
+  return o;
+}
+
+bool stop_signal_received() { return g_stop_signal != 0; }
+
+void install_stop_handlers() {
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  for (int s : {SIGTERM, SIGINT, SIGUSR1}) sigaction(s, &action, nullptr);
+}
+
+// Inside a site the watchdog times every wait. With sites launched apart a
+// rank may also wait for its leader's join (up to join_timeout_s) and, in a
+// round, for one recovery between sites (a deadline, the ping and the
+// redone exchange), so its limits grow by those.
+double startup_timeout(const Recipe& r) {
+  const double t = r.timeouts.startup_timeout_s;
+  return r.topology.join == "rendezvous" ? std::max(t, r.rendezvous.join_timeout_s + 60.0) : t;
+}
+double steady_timeout(const Recipe& r) {
+  const double t = r.timeouts.timeout_s;
+  return r.topology.join == "rendezvous" ? 3.0 * t + 2.0 * r.rendezvous.ping_s + 30.0 : t;
+}
+
+// Prints what ended this rank and aborts the whole job with its exit code.
+[[noreturn]] void end_job(std::exception_ptr error, int rank) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const inner::DataError& e) {
+    // Met by one rank during training (an id out of range in a batch the
+    // start-up sample did not cover): its peers are mid-step.
+    std::cerr << "diloco: rank " << rank << ": error: data: " << e.what() << std::endl;
+    comm::MpiSession::abort(2);
+  } catch (const comm::CommError& e) {
+    std::cerr << "diloco: rank " << rank << ": communication error: " << e.what() << std::endl;
+    comm::MpiSession::abort(3);
+  } catch (const outer::ExchangeError& e) {
+    std::cerr << "diloco: rank " << rank << ": exchange error: " << e.what() << std::endl;
+    comm::MpiSession::abort(3);
+  } catch (const std::exception& e) {
+    std::cerr << "diloco: rank " << rank << ": internal error: " << e.what() << std::endl;
+    comm::MpiSession::abort(1);
+  } catch (...) {
+    std::cerr << "diloco: rank " << rank << ": internal error: unknown exception" << std::endl;
+    comm::MpiSession::abort(1);
+  }
+}
+
+}  // namespace diloco::app

@@ -1,0 +1,33 @@
+// What a training run needs around its session: the codec and exchange
+// options a recipe asks for, stop signals, the watchdog's limits, and how a
+// failure one rank meets ends the job.
+#pragma once
+
+#include <exception>
+#include <memory>
+
+#include "app/recipe.h"
+#include "diloco/compression/codec.h"
+#include "outer/exchange.h"
+
+namespace diloco::app {
+
+// The exit code of a site that stopped because it was not in the majority.
+constexpr int kMinorityExit = 4;
+
+// Throws RecipeError for a codec the recipe cannot build.
+std::unique_ptr<compression::Codec> make_codec(const CompressionConfig& c);
+outer::ExchangeOptions exchange_options(const Recipe& r);
+
+// SIGTERM, SIGINT and SIGUSR1 then set a flag read at round boundaries.
+void install_stop_handlers();
+bool stop_signal_received();
+
+// The watchdog's limits inside a site, before the first round ends and after.
+double startup_timeout(const Recipe& r);
+double steady_timeout(const Recipe& r);
+
+// Prints what ended this rank and aborts the whole job with its exit code.
+[[noreturn]] void end_job(std::exception_ptr error, int rank);
+
+}  // namespace diloco::app
