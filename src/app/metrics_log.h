@@ -4,13 +4,15 @@
 #include <fstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "outer/trainer.h"
 
 namespace diloco::app {
 
 // A link matrix as a JSON list of pairs {a, b, latency_ms, bandwidth_mbps}
 // (a < b), as `diloco probe` and the metrics rows of re-probed rounds hold it.
-std::string link_pairs_json(const std::vector<std::vector<comm::LinkEstimate>>& matrix);
+nlohmann::ordered_json link_pairs_json(const std::vector<std::vector<comm::LinkEstimate>>& matrix);
 
 class MetricsLog {
  public:

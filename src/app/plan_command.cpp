@@ -14,6 +14,8 @@
 #include <iostream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "diloco/compression/codec.h"
 #include "app/train_command.h"
 #include "inner/inner_loop.h"
@@ -30,35 +32,45 @@ double transfer(const PairLink& l, double bytes) {
   return l.latency_s + (l.bytes_per_s > 0.0 ? bytes / l.bytes_per_s : 0.0);
 }
 
-// Pair links from the links.json that `diloco probe` writes (its own fixed
-// format, so a small scan reads it).
+// Pair links from the links.json that `diloco probe` writes: {"sites": N,
+// "links": [{"a", "b", "latency_ms", "bandwidth_mbps"}, ...]}, every pair of
+// the recipe's sites once. Anything else is a RecipeError naming the file
+// and the field.
 std::vector<std::vector<PairLink>> links_from_json(const std::string& path, int sites) {
+  const std::string where = "--links " + path;
   std::ifstream in(path);
-  if (!in) throw RecipeError("--links " + path + ": cannot read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  std::vector<std::vector<PairLink>> m(sites, std::vector<PairLink>(sites));
-  std::size_t pos = 0;
-  int found = 0;
-  auto number_after = [&](const std::string& key, std::size_t from) {
-    const auto at = text.find("\"" + key + "\":", from);
-    if (at == std::string::npos) throw RecipeError("--links " + path + ": missing \"" + key + "\"");
-    return std::stod(text.substr(at + key.size() + 3));
-  };
-  while ((pos = text.find("{\"a\":", pos)) != std::string::npos) {
-    const int a = static_cast<int>(number_after("a", pos));
-    const int b = static_cast<int>(number_after("b", pos));
-    if (a < 0 || b < 0 || a >= sites || b >= sites)
-      throw RecipeError("--links " + path + ": pair (" + std::to_string(a) + ", " + std::to_string(b) +
-                        ") outside topology.sites = " + std::to_string(sites));
-    PairLink l{number_after("latency_ms", pos) / 1000.0, number_after("bandwidth_mbps", pos) * 1e6 / 8.0};
-    m[a][b] = m[b][a] = l;
-    ++found;
-    ++pos;
+  if (!in) throw RecipeError(where + ": cannot read");
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw RecipeError(where + ": not JSON (" + e.what() + ")");
   }
-  if (found != sites * (sites - 1) / 2)
-    throw RecipeError("--links " + path + ": " + std::to_string(found) + " pairs for " + std::to_string(sites) + " sites");
+  if (!doc.is_object() || !doc.contains("links") || !doc["links"].is_array())
+    throw RecipeError(where + ": needs a \"links\" array (as diloco probe writes it)");
+  std::vector<std::vector<PairLink>> m(sites, std::vector<PairLink>(sites));
+  std::vector<std::vector<bool>> seen(sites, std::vector<bool>(sites, false));
+  int index = 0;
+  for (const auto& link : doc["links"]) {
+    const std::string at = where + ": links[" + std::to_string(index++) + "]";
+    auto number = [&](const char* key) {
+      if (!link.is_object() || !link.contains(key) || !link[key].is_number())
+        throw RecipeError(at + ": missing number \"" + key + "\"");
+      const double v = link[key].get<double>();
+      if (!std::isfinite(v) || v < 0.0) throw RecipeError(at + "." + key + " must be a number >= 0");
+      return v;
+    };
+    const double a_value = number("a"), b_value = number("b");
+    const int a = static_cast<int>(a_value), b = static_cast<int>(b_value);
+    if (a != a_value || b != b_value || a >= sites || b >= sites || a == b)
+      throw RecipeError(at + ": pair (" + std::to_string(a_value) + ", " + std::to_string(b_value) +
+                        ") is not two sites of topology.sites = " + std::to_string(sites));
+    if (seen[a][b]) throw RecipeError(at + ": pair (" + std::to_string(a) + ", " + std::to_string(b) + ") given twice");
+    seen[a][b] = seen[b][a] = true;
+    m[a][b] = m[b][a] = PairLink{number("latency_ms") / 1000.0, number("bandwidth_mbps") * 1e6 / 8.0};
+  }
+  if (index != sites * (sites - 1) / 2)
+    throw RecipeError(where + ": " + std::to_string(index) + " pairs for " + std::to_string(sites) + " sites");
   return m;
 }
 

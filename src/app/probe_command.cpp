@@ -48,7 +48,10 @@ int run_probe(const Recipe& recipe, int* argc, char*** argv) {
     }
     std::filesystem::create_directories(recipe.run.out_dir);
     const std::string path = recipe.run.out_dir + "/links.json";
-    std::ofstream(path) << "{\"sites\":" << n << ",\"links\":" << link_pairs_json(matrix) << "}\n";
+    nlohmann::ordered_json file;
+    file["sites"] = n;
+    file["links"] = link_pairs_json(matrix);
+    std::ofstream(path) << file.dump() << "\n";
     std::printf("written to %s\n", path.c_str());
     return 0;
   } catch (const comm::CommError& e) {

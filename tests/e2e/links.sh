@@ -116,6 +116,23 @@ TOML
 # sharing the machine can step slower, so the model is checked with the step
 # time a short calibration run measured just before (--step-s), and the
 # measuring path is only run.
+# plan --links reads what probe wrote (nlohmann-json); a file that is not
+# that is refused with exit 2, naming the file and the field.
+"$DILOCO_BIN" plan recipes/cross-dc-3site.toml --links "$WORK/probe3/links.json" --step-s 0.05 > "$WORK/plan3.txt" 2>&1 \
+  && grep -q "^int8 " "$WORK/plan3.txt" && pass "plan --links takes probe's links.json" \
+  || { cat "$WORK/plan3.txt"; fail "plan --links"; }
+bad_links() {  # bad_links NAME NEEDLE JSON
+  printf '%s' "$3" > "$WORK/$1.json"
+  expect_exit 2 "$2" "plan --links refuses $1" -- \
+    "$DILOCO_BIN" plan recipes/cross-dc-3site.toml --links "$WORK/$1.json" --step-s 0.05
+}
+pair() { printf '{"a":%s,"b":%s,"latency_ms":5,"bandwidth_mbps":%s}' "$1" "$2" "${3:-100}"; }
+bad_links not-json "not JSON" '{"links": [oops'
+bad_links no-links 'needs a "links" array' '{"sites": 3}'
+bad_links missing-field 'links[1]: missing number "latency_ms"' "{\"links\":[$(pair 0 1),{\"a\":0,\"b\":2,\"bandwidth_mbps\":1},$(pair 1 2)]}"
+bad_links twice 'links[2]: pair (1, 0) given twice' "{\"links\":[$(pair 0 1),$(pair 0 2),$(pair 1 0)]}"
+bad_links negative 'links[0].bandwidth_mbps must be a number >= 0' "{\"links\":[$(pair 0 1 -5),$(pair 0 2),$(pair 1 2)]}"
+bad_links too-few '2 pairs for 3 sites' "{\"links\":[$(pair 0 1),$(pair 0 2)]}"
 "$DILOCO_BIN" plan "$WORK/plan.toml" > "$WORK/plan_measured.txt" 2>&1 && pass "plan measures a step time" \
   || { cat "$WORK/plan_measured.txt"; fail "plan with a measured step"; }
 mpi 2 "$DILOCO_BIN" train "$WORK/plan.toml" --set outer.rounds=3 --out "$WORK/calibrate" > /dev/null 2>&1 \
