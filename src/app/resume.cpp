@@ -2,6 +2,8 @@
 // metrics cut back to it.
 #include "app/resume.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -36,16 +38,13 @@ std::string parses(const std::string& path) {
   return {};
 }
 
-// The round of a metrics row, or -1 when the row does not parse.
+// The round of a metrics row, or -1 when the row does not parse (a row torn
+// by a crash).
 long row_round(const std::string& line) {
-  const auto at = line.find("\"round\":");
-  if (at == std::string::npos || line.empty() || line.front() != '{' || line.back() != '}') return -1;
-  const char* start = line.c_str() + at + 8;
-  char* end = nullptr;
-  errno = 0;
-  const long round = std::strtol(start, &end, 10);
-  if (end == start || errno != 0 || round < 0) return -1;
-  return round;
+  const auto row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!row.is_object() || !row.contains("round") || !row["round"].is_number_integer()) return -1;
+  const auto round = row["round"].get<long>();
+  return round < 0 ? -1 : round;
 }
 
 }  // namespace
