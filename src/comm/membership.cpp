@@ -220,7 +220,8 @@ MembershipChange Membership::admit_waiting() {
     change.why = "refused at the door";
     return change;
   }
-  const auto start = Clock::now();
+  auto start = Clock::now();
+  for (const auto& k : knocks) start = std::min(start, k.at);  // rank 0: since the first knock
   change.joined = admit(std::move(knocks));
   if (leaders_->rank() == 0) {  // what admit() refused (a taken index, another model)
     std::lock_guard<std::mutex> lock(knocks_mutex_);
@@ -339,7 +340,10 @@ MembershipChange Membership::recover(const std::string& why) {
     if (p == me || !alive[static_cast<std::size_t>(p)]) continue;
     views[static_cast<std::size_t>(p)].resize(static_cast<std::size_t>(n));
     MPI_Request send;
-    DILOCO_MPI_CHECK(MPI_Isend(alive.data(), n, MPI_UNSIGNED_CHAR, p, kViewTag, old, &send));
+    // The send is never waited for (a peer may be gone): its buffer must
+    // outlive this call, or the transport writes from freed memory.
+    sent_views_.push_back(alive);
+    DILOCO_MPI_CHECK(MPI_Isend(sent_views_.back().data(), n, MPI_UNSIGNED_CHAR, p, kViewTag, old, &send));
     view_sends.push_back(send);
     DILOCO_MPI_CHECK(MPI_Irecv(views[static_cast<std::size_t>(p)].data(), n, MPI_UNSIGNED_CHAR, p, kViewTag, old,
                                &view_receives[static_cast<std::size_t>(p)]));

@@ -24,6 +24,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -83,7 +84,9 @@ struct MembershipChange {
   std::vector<std::string> joined;
   std::vector<std::string> refused;   // "name: reason" of sites refused at the door
   std::string why;
-  double seconds = 0.0;               // from noticing to the new communicator
+  // A loss: from noticing it to the survivors' communicator. A join: from
+  // the knock to the admission (on the door's keeper; the merge elsewhere).
+  double seconds = 0.0;
 };
 
 class Membership {
@@ -121,6 +124,7 @@ class Membership {
   struct Knock {
     MPI_Comm door = MPI_COMM_NULL;  // intercommunicator with the newcomer
     SiteHello hello;
+    std::chrono::steady_clock::time_point at;  // when it knocked
   };
 
   void enter();
@@ -146,6 +150,7 @@ class Membership {
   MpiCommunicator* leaders_ = nullptr;
   std::vector<SiteHello> members_;
   std::vector<int> newcomers_;
+  std::deque<std::vector<unsigned char>> sent_views_;  // buffers of unwaited sends (see recover)
   int epoch_ = 0;
   int door_generation_ = 0;   // the door this group publishes (rank 0 keeps it)
   bool joined_late_ = false;

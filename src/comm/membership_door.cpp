@@ -39,6 +39,7 @@ void Membership::door_loop() {
     std::string bytes;
     Knock knock;
     knock.door = inter;
+    knock.at = Clock::now();
     std::string refusal;
     try {
       if (!receive_text(inter, 0, kHelloTag, config_.deadline_s, bytes, &closing_)) throw JoinError("no hello");

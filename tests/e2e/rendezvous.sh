@@ -61,6 +61,17 @@ if grep -q '"joined":\["site-2"\]' "$WORK/s0/metrics.jsonl" && first_new; then
 else
   fail "site 2 launched again did not rejoin"
 fi
+# Admitted within two rounds of its knock (admissions run at every round
+# boundary): the wait from knock to admission against the group's rounds.
+python3 - "$WORK/s0/metrics.jsonl" <<'PY' && pass "admitted within two rounds of its knock" || fail "the admission waited longer than two rounds"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+i = next(k for k, r in enumerate(rows) if any(c["joined"] == ["site-2"] for c in r.get("membership", [])))
+waited = next(c["seconds"] for c in rows[i]["membership"] if c["joined"] == ["site-2"])
+rounds = rows[i]["wall_s"] - rows[i - 2]["wall_s"]
+print(f"knock to admission {waited:.2f} s; the last two rounds took {rounds:.2f} s")
+assert waited <= rounds, (waited, rounds)
+PY
 [[ $(row 0 -1 members) == 3 ]] && pass "three sites again after the rejoin" || fail "$(row 0 -1 members) members after the rejoin"
 
 # SIGSTOP of site 1's leader counts as a loss; woken after the others went
