@@ -340,10 +340,12 @@ MembershipChange Membership::recover(const std::string& why) {
     if (p == me || !alive[static_cast<std::size_t>(p)]) continue;
     views[static_cast<std::size_t>(p)].resize(static_cast<std::size_t>(n));
     MPI_Request send;
-    // The send is never waited for (a peer may be gone): its buffer must
-    // outlive this call, or the transport writes from freed memory.
-    sent_views_.push_back(alive);
-    DILOCO_MPI_CHECK(MPI_Isend(sent_views_.back().data(), n, MPI_UNSIGNED_CHAR, p, kViewTag, old, &send));
+    // The send is never waited for (a peer may be gone): its buffer lives
+    // as long as the process, as `alarm` does, since the transport may still
+    // write from it while MPI_Finalize runs, after this object is gone.
+    static std::deque<std::vector<unsigned char>> sent_views;
+    sent_views.push_back(alive);
+    DILOCO_MPI_CHECK(MPI_Isend(sent_views.back().data(), n, MPI_UNSIGNED_CHAR, p, kViewTag, old, &send));
     view_sends.push_back(send);
     DILOCO_MPI_CHECK(MPI_Irecv(views[static_cast<std::size_t>(p)].data(), n, MPI_UNSIGNED_CHAR, p, kViewTag, old,
                                &view_receives[static_cast<std::size_t>(p)]));

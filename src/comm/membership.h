@@ -150,7 +150,6 @@ class Membership {
   MpiCommunicator* leaders_ = nullptr;
   std::vector<SiteHello> members_;
   std::vector<int> newcomers_;
-  std::deque<std::vector<unsigned char>> sent_views_;  // buffers of unwaited sends (see recover)
   int epoch_ = 0;
   int door_generation_ = 0;   // the door this group publishes (rank 0 keeps it)
   bool joined_late_ = false;
