@@ -1,6 +1,7 @@
 // Blockwise codecs: int8 and int4 absmax quantization and 1-bit sign, each
 // with one fp32 scale per block of `block` elements stored before the values.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -89,14 +90,33 @@ DILOCO_CLONES void pack_signs(const float* x, std::size_t n, unsigned char* out)
   }
 }
 
-// +-scale from the sign bits of elements [first, first + n) (first % 8 == 0
-// except for a tail), written as the float's sign bit: no branches.
+// Sign masks of the eight elements a byte of sign bits stands for: a
+// contiguous load per byte instead of eight shifts of it, so unpacking a
+// byte is one vector operation.
+using SignMasks = std::array<std::array<std::uint32_t, 8>, 256>;
+constexpr SignMasks make_sign_masks() {
+  SignMasks t{};
+  for (std::uint32_t b = 0; b < 256; ++b)
+    for (std::uint32_t j = 0; j < 8; ++j) t[b][j] = ((b >> j) & 1u) << 31;
+  return t;
+}
+constexpr SignMasks kSignMasks = make_sign_masks();
+
+inline std::uint32_t sign_mask(const unsigned char* bits, std::size_t g) {
+  return static_cast<std::uint32_t>((bits[g / 8] >> (g % 8)) & 1u) << 31;
+}
+
+// +-scale from the sign bits of elements [first, first + n), written as the
+// float's sign bit: no branches. From a byte boundary on, a byte at a time.
 DILOCO_CLONES void unpack_signs(const unsigned char* bits, std::size_t first, std::size_t n, float scale, float* out) {
   const std::uint32_t magnitude = float_bits(scale);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::size_t g = first + i;
-    out[i] = bits_float(magnitude | (static_cast<std::uint32_t>((bits[g / 8] >> (g % 8)) & 1u) << 31));
-  }
+  std::size_t i = 0;
+  if (first % 8 == 0)
+    for (; i + 8 <= n; i += 8) {
+      const auto& mask = kSignMasks[bits[(first + i) / 8]];
+      for (std::size_t j = 0; j < 8; ++j) out[i + j] = bits_float(magnitude | mask[j]);
+    }
+  for (; i < n; ++i) out[i] = bits_float(magnitude | sign_mask(bits, first + i));
 }
 
 // Nibble g of the payload is element g (low nibble first), q offset by 8,
@@ -285,7 +305,7 @@ class SignCodec final : public Codec {
           unpack_signs(bits, first + c, m, scales[b], out.data() + first + c);
           continue;
         }
-        unpack_signs(bits, first + c, m, scales[b], buf);
+        unpack_signs(bits, first + c, m, scales[b], buf);  // in cache, then added
         store(out.data() + first + c, buf, m, true, weight);
       }
     }

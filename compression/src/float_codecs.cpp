@@ -52,9 +52,21 @@ class NoneCodec final : public Codec {
     return values.size_bytes();
   }
 
+  bool piece_valid(std::span<const std::byte> piece) const override {
+    return words_finite<std::uint32_t>(piece.data(), piece.size() / sizeof(float), 0x7F800000u);
+  }
+
   DecodeError decode_body(std::span<const std::byte> body, std::span<float> out, bool accumulate,
                           float weight) const override {
-    if (!words_finite<std::uint32_t>(body.data(), out.size(), 0x7F800000u)) return DecodeError::kNonFiniteValue;
+    if (!accumulate) {  // a copy; one larger than the caches bypasses them, as memcpy's does
+      if (body.size() >= kStreamBytes) {
+        copy_streaming(reinterpret_cast<std::byte*>(out.data()), body.data(), body.size());
+        finish_streaming();
+      } else if (!body.empty()) {
+        std::memcpy(out.data(), body.data(), body.size());
+      }
+      return DecodeError::kOk;
+    }
     float buf[kChunk];
     for (std::size_t i = 0; i < out.size(); i += kChunk) {
       const std::size_t n = std::min(kChunk, out.size() - i);
@@ -109,9 +121,12 @@ class HalfWidthCodec final : public Codec {
     return values.size() * 2;
   }
 
+  bool piece_valid(std::span<const std::byte> piece) const override {
+    return words_finite<std::uint16_t>(piece.data(), piece.size() / 2, kExponent);
+  }
+
   DecodeError decode_body(std::span<const std::byte> body, std::span<float> out, bool accumulate,
                           float weight) const override {
-    if (!words_finite<std::uint16_t>(body.data(), out.size(), kExponent)) return DecodeError::kNonFiniteValue;
     std::uint16_t halves[kChunk];
     float floats[kChunk];
     for (std::size_t i = 0; i < out.size(); i += kChunk) {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <future>
 #include <limits>
 #include <string>
 
@@ -82,15 +83,7 @@ const char* to_string(Exclusion reason) {
 
 // Every site learns every site's weight, update norm and health, and applies
 // the same rules, so all agree on who sits the round out without a vote.
-std::vector<double> Exchange::agree_shares(std::span<const float> delta, const SiteUpdate& update,
-                                           std::vector<ExcludedSite>& excluded) {
-  struct Report {
-    double weight;
-    double steps;
-    double norm;
-    double status;  // 0 usable, 1 non-finite, 2 diverged
-    double epoch;   // the sender's membership epoch
-  };
+Exchange::Report Exchange::report_of(std::span<const float> delta, const SiteUpdate& update) const {
   Report mine{update.weight, static_cast<double>(update.steps), 0.0, 0.0, static_cast<double>(epoch_)};
   if (update.diverged) {
     mine.status = 2.0;
@@ -98,10 +91,12 @@ std::vector<double> Exchange::agree_shares(std::span<const float> delta, const S
              update.steps <= 0) {
     mine.status = 1.0;
   } else {
-    double sum = 0.0;
-    for (float v : delta) sum += double(v) * v;
-    mine.norm = std::sqrt(sum);
+    mine.norm = std::sqrt(compression::sum_of_squares(delta));
   }
+  return mine;
+}
+
+std::vector<double> Exchange::agree_shares(const Report& mine, std::vector<ExcludedSite>& excluded) {
   std::vector<std::byte> sealed(sizeof(Report));
   std::memcpy(sealed.data(), &mine, sizeof(Report));
   seal(sealed, "report", 0);
@@ -178,12 +173,21 @@ ExchangeStats Exchange::average(std::span<float> delta, const SiteUpdate& mine, 
   const auto sent_before = leaders_.traffic().bytes_sent;
   ExchangeStats stats;
   const auto agree_start = std::chrono::steady_clock::now();
-  const auto exact_shares = agree_shares(delta, mine, stats.excluded);
+  const Report report = report_of(delta, mine);
+  // Error feedback encodes this site's payload while the reports cross the
+  // link, when no report can leave this site out (it is usable and no
+  // outlier check compares it with the others): the compression is hidden
+  // behind a latency instead of adding to it. delta is not read meanwhile.
+  const bool early = options_.error_feedback && report.status == 0.0 && options_.max_norm_ratio <= 0.0;
+  std::future<void> encoding;
+  if (early) encoding = std::async(std::launch::async, [&] { feedback_encode(delta, seed_of(round)); });
+  const auto exact_shares = agree_shares(report, stats.excluded);  // on a throw, ~future waits for the encoding
+  if (early) encoding.get();
   stats.agree_seconds = seconds_since(agree_start);
   if (std::all_of(exact_shares.begin(), exact_shares.end(), [](double s) { return s <= 0.0; }))
     throw ExchangeError("no site has a usable pseudo-gradient this round", -1);
   std::vector<float> shares(exact_shares.begin(), exact_shares.end());
-  transmit(delta, shares, seed_of(round), stats, /*markers=*/false, /*feedback=*/true);
+  transmit(delta, shares, seed_of(round), stats, /*markers=*/false, /*feedback=*/!early, /*encoded=*/early);
   stats.payload_bytes = leaders_.traffic().bytes_sent - sent_before;
   stats.seconds = seconds_since(start);
   return stats;
@@ -198,7 +202,7 @@ ExchangeStats Exchange::mean(std::span<float> values, std::span<const float> sha
   ExchangeStats stats;
   std::vector<float> fixed(shares.begin(), shares.end());
   const bool finite = compression::all_finite(values);
-  transmit(values, fixed, seed_of(round), stats, /*markers=*/true, /*feedback=*/finite);
+  transmit(values, fixed, seed_of(round), stats, /*markers=*/true, /*feedback=*/finite, /*encoded=*/false);
   if (!finite || std::any_of(stats.excluded.begin(), stats.excluded.end(),
                              [](const ExcludedSite& e) { return e.reason == Exclusion::kNonFinite; }))
     std::fill(values.begin(), values.end(), std::numeric_limits<float>::quiet_NaN());
@@ -212,18 +216,23 @@ ExchangeStats Exchange::mean(std::span<float> values, std::span<const float> sha
 // payloads, which every receiver reads as "not finite" (mean() then gives
 // NaN everywhere); without, they are an error. `feedback` false keeps the
 // error-feedback residual out of it (the caller found the values not finite).
+void Exchange::feedback_encode(std::span<float> delta, std::uint64_t seed) {
+  if (!feedback_) feedback_.emplace(delta.size(), options_.error_feedback_decay);
+  if (feedback_->encode(*codec_, delta, payload_, delta, seed) != compression::EncodeError::kOk)
+    throw ExchangeError("cannot encode this site's pseudo-gradient", leaders_.rank());
+}
+
 void Exchange::transmit(std::span<float> delta, std::vector<float>& shares, std::uint64_t seed, ExchangeStats& stats,
-                        bool markers, bool feedback) {
+                        bool markers, bool feedback, bool encoded) {
   const int me = leaders_.rank();
   // Error feedback: transmit decode(encode(delta + residual)); keep the rest.
   if (feedback && options_.error_feedback && shares[me] > 0.0f) {
-    if (!feedback_) feedback_.emplace(delta.size(), options_.error_feedback_decay);
-    if (feedback_->encode(*codec_, delta, payload_, delta, seed) != compression::EncodeError::kOk)
-      throw ExchangeError("cannot encode this site's pseudo-gradient", me);
+    feedback_encode(delta, seed);
+    encoded = true;
   }
   stats.algorithm = choose(delta.size());
   if (stats.algorithm == ExchangeAlgorithm::kRing) ring_average(delta, shares, seed, stats, markers);
-  else all_gather_average(delta, shares, seed, stats, markers);
+  else all_gather_average(delta, shares, seed, stats, markers, encoded);
 }
 
 // payload_ = encode(values). Values that are not finite leave it empty (a
@@ -298,7 +307,7 @@ void Exchange::accumulate_part(std::vector<std::vector<std::byte>>& payloads, st
 }
 
 void Exchange::all_gather_average(std::span<float> delta, std::vector<float>& shares, std::uint64_t seed,
-                                  ExchangeStats& stats, bool markers) {
+                                  ExchangeStats& stats, bool markers, bool encoded) {
   const int me = leaders_.rank();
   const std::size_t granule = codec_->split_granule();
   std::size_t part = delta.size();
@@ -312,8 +321,11 @@ void Exchange::all_gather_average(std::span<float> delta, std::vector<float>& sh
   for (std::size_t p = 0; p < parts; ++p) {
     const std::size_t first = p * part;
     auto values = delta.subspan(first, std::min(part, delta.size() - first));
-    if (shares[me] > 0.0f) encode(values, parts == 1 ? seed : mix(seed + p), markers, "this site's pseudo-gradient");
-    else payload_.clear();  // sitting the round out: an empty payload
+    // Error feedback's payload is what its residual was kept against: sent
+    // as it is, not encoded a second time from its own decoding.
+    if (shares[me] <= 0.0f) payload_.clear();  // sitting the round out: an empty payload
+    else if (!encoded || parts > 1)
+      encode(values, parts == 1 ? seed : mix(seed + p), markers, "this site's pseudo-gradient");
     if (options_.tamper && shares[me] > 0.0f) options_.tamper(payload_);
     if (!payload_.empty()) seal(payload_, "payload", p);
     auto payloads = timed_all_gather(payload_, stats);

@@ -138,15 +138,28 @@ class Exchange {
   void set_residual(std::span<const float> residual);
 
  private:
+  // What a site tells the others before an average (doubles on the wire).
+  struct Report {
+    double weight;
+    double steps;
+    double norm;
+    double status;  // 0 usable, 1 non-finite, 2 diverged
+    double epoch;   // the sender's membership epoch
+  };
+  Report report_of(std::span<const float> delta, const SiteUpdate& mine) const;
   // Every site's share of the average (0: excluded, and why in `excluded`).
-  std::vector<double> agree_shares(std::span<const float> delta, const SiteUpdate& mine,
-                                   std::vector<ExcludedSite>& excluded);
+  std::vector<double> agree_shares(const Report& mine, std::vector<ExcludedSite>& excluded);
+  // Error feedback: payload_ = encode(delta + residual), delta = its decoding.
+  void feedback_encode(std::span<float> delta, std::uint64_t seed);
   std::uint64_t seed_of(std::int64_t round) const;
+  // `encoded`: feedback_encode already ran on delta (payload_ holds it).
   void transmit(std::span<float> delta, std::vector<float>& shares, std::uint64_t seed, ExchangeStats& stats,
-                bool markers, bool feedback);
+                bool markers, bool feedback, bool encoded);
   void encode(std::span<const float> values, std::uint64_t seed, bool markers, const char* what);
+  // `encoded`: payload_ already holds encode(delta, seed) (error feedback
+  // made it), so a single-part exchange sends it as it is.
   void all_gather_average(std::span<float> delta, std::vector<float>& shares, std::uint64_t seed,
-                          ExchangeStats& stats, bool markers);
+                          ExchangeStats& stats, bool markers, bool encoded);
   void ring_average(std::span<float> delta, const std::vector<float>& shares, std::uint64_t seed,
                     ExchangeStats& stats, bool markers);
   static void note_non_finite(int site, ExchangeStats& stats);

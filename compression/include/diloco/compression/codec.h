@@ -98,8 +98,13 @@ class Codec {
   // still in cache; the default checksums the body in a second pass.
   virtual std::size_t encode_body_crc(std::span<const float> values, std::span<std::byte> body, std::uint64_t seed,
                                       std::uint32_t& crc) const;
-  // `body` passed the header checks. Must check everything else (scales,
-  // indices, lengths) before writing to `out`.
+  // Checks the words of body bytes [offset, offset + piece.size()) (offset
+  // a multiple of 4), while they are in cache for the checksum: false
+  // refuses the payload as holding a non-finite value. The element-wise
+  // codecs check their values here instead of in a pass of their own.
+  virtual bool piece_valid(std::span<const std::byte> /*piece*/) const { return true; }
+  // `body` passed the header, checksum and piece checks. Must check
+  // everything else (scales, indices, lengths) before writing to `out`.
   virtual DecodeError decode_body(std::span<const std::byte> body, std::span<float> out,
                                   bool accumulate, float weight) const = 0;
 
@@ -119,5 +124,9 @@ inline std::unique_ptr<Codec> make_codec(std::string_view name) {
 // True when every value is finite (checked on the bits, so fast-math cannot
 // remove it).
 bool all_finite(std::span<const float> values);
+
+// The sum of the squares of `values`, in double, over eight interleaved
+// partial sums (one running sum is bound by the latency of each addition).
+double sum_of_squares(std::span<const float> values);
 
 }  // namespace diloco::compression

@@ -43,9 +43,11 @@ struct WireHeader {
 // Writes the header into the first kWireHeaderSize bytes of `out`.
 void write_header(const WireHeader& header, std::span<std::byte, kWireHeaderSize> out);
 
-// Parses and checks magic, version, declared length and checksum. On success
-// `header` is filled and `body` views the checked body inside `payload`.
+// Parses and checks magic, version, declared length and (unless
+// `verify_checksum` is false: the caller checks it in a pass of its own) the
+// checksum. On success `header` is filled and `body` views the body inside
+// `payload`.
 DecodeError read_header(std::span<const std::byte> payload, WireHeader& header,
-                        std::span<const std::byte>& body);
+                        std::span<const std::byte>& body, bool verify_checksum = true);
 
 }  // namespace diloco::compression
