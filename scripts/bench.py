@@ -287,10 +287,11 @@ Commands: `{cmds[0]}` and `{cmds[1]}`
 {chr(10).join(out)}
 Target ≤ 1.10x of the bound with 2 sites (one rank per core): {yes(not over[2])}{'' if not over[2] else ' for ' + ', '.join(over[2])};
 ≤ 1.25x with 4 sites (two ranks per core): {yes(not over[4])}{'' if not over[4] else ' for ' + ', '.join(over[4])}; worst {worst:.2f}x ({worst_codec}).
-Where it is missed the gap is compute on this machine, not the link: the
-emulated link time runs alongside the real transfer, but encoding, error
-feedback (encode and decode of the own payload) and decoding every site's
-payload do not overlap the link, and with 4 sites 4 ranks share 2 cores.
+What is left above the bound is compute on this machine, not the link: the
+emulated link time runs alongside the real transfer, and error feedback
+(encoding the own payload and decoding it) runs while the sites' reports
+cross the link (the first latency), but decoding every site's payload comes
+after the payload's transfer, and with 4 sites 4 ranks share 2 cores.
 """
 
 
