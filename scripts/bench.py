@@ -279,8 +279,8 @@ for lossy codecs) between site leaders whose links are emulated at 100 Mbit/s
 and 50 ms, against the lower bound for the same payload: 2 latencies (the
 weights, then the payload) + payload bytes / bandwidth. Measured is the
 median over exchanges, averaged over sites; it includes encoding, decoding,
-error feedback and the real MPI transfer on this machine, which the link
-emulation adds on top of the emulated time.
+error feedback and the real MPI transfer on this machine (which runs inside
+the emulated link time). The payload is the largest one a site sent.
 
 Commands: `{cmds[0]}` and `{cmds[1]}`
 

@@ -37,8 +37,9 @@ const char* kUsage =
     "  export CHECKPOINT --format safetensors --out FILE       write a checkpoint's global params as safetensors\n"
     "  tokenize INPUT... --out DIR (--tokenizer M | --train-vocab N)\n"
     "                                                          text to llm.c token shards with SentencePiece\n"
-    "  probe RECIPE [--set ...] [--out DIR]                    measure links between sites (under mpirun)\n"
-    "  plan RECIPE [--set ...] [--links FILE] [--step-s S]     what-if table of H and codecs (no MPI)\n"
+    "  probe RECIPE [--set ...] [--out DIR] [--all-ranks]      measure links between sites, or every rank (under mpirun)\n"
+    "  plan RECIPE [--set ...] [--links FILE | --cluster FILE] [--step-s S]\n"
+    "                                                          sites, H and codecs from measured links (no MPI)\n"
     "  devices                                                 CUDA devices and backends this build can use\n"
     "\n"
     "  diloco --version      print the version\n"
@@ -66,6 +67,8 @@ struct CommandLine {
   std::string out;
   std::string resume = "none";
   std::string links;
+  std::string cluster;
+  bool all_ranks = false;
   std::optional<double> step_s;
   bool help = false;
   std::string help_text;
@@ -86,7 +89,11 @@ CommandLine parse_command(const std::string& command, int argc, char** argv, boo
   if (with_plan)
     options.add_options()("links", "links.json written by diloco probe (default: the recipe's [links])",
                           cxxopts::value<std::string>())(
-        "step-s", "inner-step time in seconds (default: measured here)", cxxopts::value<double>());
+        "step-s", "inner-step time in seconds (default: measured here)", cxxopts::value<double>())(
+        "cluster", "cluster file written by diloco probe --all-ranks: the sites topology.site_by = \"links\" forms, "
+        "their links and step times", cxxopts::value<std::string>());
+  if (command == "probe")
+    options.add_options()("all-ranks", "measure every pair of ranks and each rank's step time; write OUT/cluster.json");
   if (with_resume)
     options.add_options()("resume", "auto (newest checkpoint that verifies), none, or a checkpoint folder",
                           cxxopts::value<std::string>()->default_value("none"));
@@ -103,6 +110,9 @@ CommandLine parse_command(const std::string& command, int argc, char** argv, boo
   cl.recipe = result["recipe"].as<std::string>();
   if (result.count("set")) cl.sets = result["set"].as<std::vector<std::string>>();
   if (with_plan && result.count("links")) cl.links = result["links"].as<std::string>();
+  if (with_plan && result.count("cluster")) cl.cluster = result["cluster"].as<std::string>();
+  if (!cl.links.empty() && !cl.cluster.empty()) throw cxxopts::exceptions::exception("give --links or --cluster, not both");
+  if (command == "probe") cl.all_ranks = result.count("all-ranks") > 0;
   if (with_plan && result.count("step-s")) {
     cl.step_s = result["step-s"].as<double>();
     if (!(*cl.step_s > 0.0)) throw cxxopts::exceptions::exception("--step-s must be > 0");
@@ -209,7 +219,7 @@ int main(int argc, char** argv) {
     std::cout << diloco::app::to_toml(recipe);
     return 0;
   }
-  if (command == "probe") return diloco::app::run_probe(recipe, &argc, &argv);
-  if (command == "plan") return diloco::app::run_plan(recipe, {cl.links, cl.step_s});
+  if (command == "probe") return diloco::app::run_probe(recipe, cl.all_ranks, &argc, &argv);
+  if (command == "plan") return diloco::app::run_plan(recipe, {cl.links, cl.step_s, cl.cluster});
   return diloco::app::run_train(recipe, cl.resume, &argc, &argv);
 }

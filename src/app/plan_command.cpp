@@ -17,19 +17,18 @@
 #include <nlohmann/json.hpp>
 
 #include "diloco/compression/codec.h"
+#include "app/cluster_file.h"
+#include "comm/site_partition.h"
 #include "app/train_command.h"
 #include "inner/inner_loop.h"
 
 namespace diloco::app {
 namespace {
 
-struct PairLink {
-  double latency_s = 0.0;
-  double bytes_per_s = 0.0;  // 0: unlimited
-};
+using PairLink = comm::LinkEstimate;
 
 double transfer(const PairLink& l, double bytes) {
-  return l.latency_s + (l.bytes_per_s > 0.0 ? bytes / l.bytes_per_s : 0.0);
+  return l.latency_s + (l.bandwidth_bytes_per_s > 0.0 ? bytes / l.bandwidth_bytes_per_s : 0.0);
 }
 
 // Pair links from the links.json that `diloco probe` writes: {"sites": N,
@@ -48,30 +47,7 @@ std::vector<std::vector<PairLink>> links_from_json(const std::string& path, int 
   }
   if (!doc.is_object() || !doc.contains("links") || !doc["links"].is_array())
     throw RecipeError(where + ": needs a \"links\" array (as diloco probe writes it)");
-  std::vector<std::vector<PairLink>> m(sites, std::vector<PairLink>(sites));
-  std::vector<std::vector<bool>> seen(sites, std::vector<bool>(sites, false));
-  int index = 0;
-  for (const auto& link : doc["links"]) {
-    const std::string at = where + ": links[" + std::to_string(index++) + "]";
-    auto number = [&](const char* key) {
-      if (!link.is_object() || !link.contains(key) || !link[key].is_number())
-        throw RecipeError(at + ": missing number \"" + key + "\"");
-      const double v = link[key].get<double>();
-      if (!std::isfinite(v) || v < 0.0) throw RecipeError(at + "." + key + " must be a number >= 0");
-      return v;
-    };
-    const double a_value = number("a"), b_value = number("b");
-    const int a = static_cast<int>(a_value), b = static_cast<int>(b_value);
-    if (a != a_value || b != b_value || a >= sites || b >= sites || a == b)
-      throw RecipeError(at + ": pair (" + std::to_string(a_value) + ", " + std::to_string(b_value) +
-                        ") is not two sites of topology.sites = " + std::to_string(sites));
-    if (seen[a][b]) throw RecipeError(at + ": pair (" + std::to_string(a) + ", " + std::to_string(b) + ") given twice");
-    seen[a][b] = seen[b][a] = true;
-    m[a][b] = m[b][a] = PairLink{number("latency_ms") / 1000.0, number("bandwidth_mbps") * 1e6 / 8.0};
-  }
-  if (index != sites * (sites - 1) / 2)
-    throw RecipeError(where + ": " + std::to_string(index) + " pairs for " + std::to_string(sites) + " sites");
-  return m;
+  return parse_link_pairs(doc["links"], sites, where, "sites");
 }
 
 std::vector<std::vector<PairLink>> links_from_recipe(const Recipe& r) {
@@ -90,32 +66,76 @@ std::vector<std::vector<PairLink>> links_from_recipe(const Recipe& r) {
 }
 
 
+// The sites topology.site_by = "links" would form from a cluster file,
+// printed with the reasons, and what the plan needs of them: the links
+// between the sites' leaders (their first ranks) and the slowest rank's step
+// time (a blocking round waits for it).
+struct ClusterSites {
+  std::vector<std::vector<PairLink>> leader_links;
+  double slowest_step_s = 0.0;
+};
+
+ClusterSites sites_from_cluster(const std::string& path, double gap) {
+  const Cluster cluster = read_cluster(path);
+  std::printf("cluster %s: %zu ranks\n%5s %-16s %-8s %10s %10s\n", path.c_str(), cluster.nodes.size(), "rank", "host",
+              "device", "memory_GB", "step_s");
+  ClusterSites out;
+  for (const auto& node : cluster.nodes) {
+    std::printf("%5d %-16s %-8s %10.2f %10.4f\n", node.rank, node.host.c_str(), node.device.c_str(),
+                node.memory_bytes / 1e9, node.step_s);
+    out.slowest_step_s = std::max(out.slowest_step_s, node.step_s);
+  }
+  const auto p = comm::partition_by_links(bandwidth_matrix(cluster.links), gap);
+  std::printf("sites by links (topology.link_gap = %.1f):\n%s", gap, p.explanation.c_str());
+  std::vector<int> leader(static_cast<std::size_t>(p.num_sites), -1);
+  for (int r = 0; r < static_cast<int>(p.site_of_rank.size()); ++r)
+    if (leader[p.site_of_rank[r]] < 0) leader[p.site_of_rank[r]] = r;
+  out.leader_links.assign(leader.size(), std::vector<PairLink>(leader.size()));
+  for (std::size_t a = 0; a < leader.size(); ++a)
+    for (std::size_t b = 0; b < leader.size(); ++b)
+      if (a != b) out.leader_links[a][b] = cluster.links[leader[a]][leader[b]];
+  std::printf("to train on them: --set topology.site_by=links --set topology.cluster=%s\n\n", path.c_str());
+  return out;
+}
+
 }  // namespace
 
+MeasuredModel measure_model(const Recipe& recipe, const inner::DeviceConfig& device, bool time_steps) {
+  inner::set_compute_threads(recipe.run.threads);
+  inner::SoloGroup solo;
+  const auto data = load_dataset(recipe);
+  inner::InnerLoop loop(recipe.model, recipe.inner, recipe.data, data, {}, solo,
+                        static_cast<std::uint64_t>(recipe.run.seed), 1000, device);
+  MeasuredModel m;
+  m.params = loop.num_params();
+  if (!time_steps) return m;
+  loop.run(5);
+  std::vector<double> samples;
+  for (int i = 0; i < 7; ++i) samples.push_back(loop.run(4).seconds / 4.0);
+  std::sort(samples.begin(), samples.end());
+  m.step_s = samples[samples.size() / 2];
+  return m;
+}
+
 int run_plan(const Recipe& recipe, const PlanOptions& options) {
-  const int n = recipe.topology.sites;
+  int n = recipe.topology.sites;
   std::vector<std::vector<PairLink>> links;
   double step_s = 0.0;
   std::size_t params = 0;
   try {
-    links = options.links_file.empty() ? links_from_recipe(recipe) : links_from_json(options.links_file, n);
-    inner::set_compute_threads(recipe.run.threads);
-    inner::SoloGroup solo;
-    const auto data = load_dataset(recipe);
-    inner::InnerLoop loop(recipe.model, recipe.inner, recipe.data, data, {}, solo,
-                          static_cast<std::uint64_t>(recipe.run.seed), 1000);
-    params = loop.num_params();
-    if (options.step_s) {
-      step_s = *options.step_s;
+    std::optional<double> cluster_step;
+    if (!options.cluster_file.empty()) {
+      const auto sites = sites_from_cluster(options.cluster_file, recipe.topology.link_gap);
+      n = static_cast<int>(sites.leader_links.size());
+      links = sites.leader_links;
+      cluster_step = sites.slowest_step_s;
     } else {
-      // Median of a few short runs after a warm-up, so one slow burst of the
-      // machine does not set the plan.
-      loop.run(5);
-      std::vector<double> samples;
-      for (int i = 0; i < 7; ++i) samples.push_back(loop.run(4).seconds / 4.0);
-      std::sort(samples.begin(), samples.end());
-      step_s = samples[samples.size() / 2];
+      links = options.links_file.empty() ? links_from_recipe(recipe) : links_from_json(options.links_file, n);
     }
+    const auto given = options.step_s ? options.step_s : cluster_step;
+    const auto measured = measure_model(recipe, {}, /*time_steps=*/!given);
+    params = measured.params;
+    step_s = given ? *given : measured.step_s;
   } catch (const RecipeError& e) {
     std::cerr << "diloco: error: " << e.what() << std::endl;
     return 2;
@@ -143,7 +163,8 @@ int run_plan(const Recipe& recipe, const PlanOptions& options) {
   };
 
   std::printf("plan for %s: %d sites, %zu params, inner step %.4f s (%s), target share %.2f\n",
-              recipe.run.name.c_str(), n, params, step_s, options.step_s ? "given" : "measured here, one rank",
+              recipe.run.name.c_str(), n, params, step_s,
+              options.step_s ? "given" : (!options.cluster_file.empty() ? "the cluster's slowest rank" : "measured here, one rank"),
               recipe.sync.target_comm_share);
   std::printf("%-10s %-10s %7s %12s %12s %10s %12s %10s\n", "codec", "exchange", "H", "round_s", "sync_s", "share",
               "bytes/round", "util");

@@ -6,13 +6,25 @@
 #include <string>
 
 #include "app/recipe.h"
+#include "inner/inner_loop.h"
 
 namespace diloco::app {
 
 struct PlanOptions {
   std::string links_file;         // links.json from `diloco probe`; empty: the recipe's [links]
   std::optional<double> step_s;   // inner-step time; unset: measured here
+  std::string cluster_file;       // a cluster file from `diloco probe --all-ranks`: sites, links and step times from it
 };
+
+// The recipe's model built on `device`: its parameter count and (with
+// `time_steps`) its inner-step time in seconds, the median of a few short
+// runs after a warm-up, so one slow burst of the machine does not set it.
+// Throws RecipeError or inner::DataError.
+struct MeasuredModel {
+  std::size_t params = 0;
+  double step_s = 0.0;
+};
+MeasuredModel measure_model(const Recipe& recipe, const inner::DeviceConfig& device, bool time_steps);
 
 // No MPI. Returns the exit code.
 int run_plan(const Recipe& recipe, const PlanOptions& options);

@@ -1,23 +1,100 @@
 // Link probing: the site split of `train`, the same emulated links, then
-// pairwise ping-pong and bulk transfers between site leaders.
+// pairwise ping-pong and bulk transfers between site leaders; or, with
+// --all-ranks, every pair of ranks over the real network and every rank's
+// step time, written as a cluster file.
 #include "app/probe_command.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 
-#include "comm/link_probe.h"
+#include "app/cluster_file.h"
 #include "app/metrics_log.h"
+#include "app/plan_command.h"
 #include "app/sites.h"
+#include "comm/link_probe.h"
 #include "comm/mpi_communicator.h"
+#include "comm/topology.h"
 
 namespace diloco::app {
+namespace {
 
-int run_probe(const Recipe& recipe, int* argc, char*** argv) {
+// What this rank may use: its GPU's memory, or its share of the host's memory
+// (the ranks on one host split it evenly).
+double usable_memory(const inner::DeviceConfig& device, const std::vector<std::string>& hosts, int rank) {
+  if (device.cuda) return static_cast<double>(inner::cuda_device_memory(device.index));
+  const double host = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  const auto sharing = std::count(hosts.begin(), hosts.end(), hosts[static_cast<std::size_t>(rank)]);
+  return host / static_cast<double>(std::max<std::ptrdiff_t>(1, sharing));
+}
+
+// Every rank times the recipe's step at once (as in training, where they
+// share the machines), then every pair of ranks is probed in rounds.
+int probe_all_ranks(const Recipe& recipe) {
+  auto world = comm::MpiCommunicator::world();
+  const int rank = world->rank();
+  const auto hosts = comm::gather_node_names(*world);
+  const auto launch = comm::discover_launch();
+  const auto device = inner::choose_device(recipe.devices.device, inner::cuda_device_count(), launch.local_rank);
+  ClusterNode mine;
+  mine.rank = rank;
+  mine.host = hosts[static_cast<std::size_t>(rank)];
+  mine.device = device.cuda ? "cuda:" + std::to_string(device.index) : "cpu";
+  mine.memory_bytes = usable_memory(device, hosts, rank);
+  std::string error;
+  try {
+    mine.step_s = measure_model(recipe, device, /*time_steps=*/true).step_s;
+  } catch (const RecipeError& e) {
+    error = e.what();
+  } catch (const inner::DataError& e) {
+    error = std::string("data: ") + e.what();
+  }
+  // Every rank learns whether any failed, so all stop together.
+  double failed = error.empty() ? 0.0 : 1.0;
+  world->all_reduce_sum(std::span<double>(&failed, 1));
+  if (failed > 0.0) {
+    if (!error.empty()) std::cerr << "diloco: error: rank " << rank << ": " << error << std::endl;
+    return 2;
+  }
+  std::vector<double> numbers{mine.memory_bytes, mine.step_s};
+  const auto all_numbers = world->all_gather(std::as_bytes(std::span<const double>(numbers)));
+  std::vector<std::string> devices;
+  for (const auto& d : world->all_gather(std::as_bytes(std::span<const char>(mine.device.data(), mine.device.size()))))
+    devices.emplace_back(reinterpret_cast<const char*>(d.data()), d.size());
+  Cluster cluster;
+  cluster.links = comm::probe_links(*world);
+  world->barrier();
+  if (rank != 0) return 0;
+  for (int r = 0; r < world->size(); ++r) {
+    double v[2];
+    std::memcpy(v, all_numbers[static_cast<std::size_t>(r)].data(), sizeof v);
+    cluster.nodes.push_back({r, hosts[static_cast<std::size_t>(r)], devices[static_cast<std::size_t>(r)], v[0], v[1]});
+    std::printf("rank %-3d %-16s %-8s memory %8.2f GB  step %.4f s\n", r, hosts[static_cast<std::size_t>(r)].c_str(),
+                devices[static_cast<std::size_t>(r)].c_str(), v[0] / 1e9, v[1]);
+  }
+  for (int a = 0; a < world->size(); ++a)
+    for (int b = a + 1; b < world->size(); ++b)
+      std::printf("ranks %d-%d: %.3f ms, %.1f Mbit/s\n", a, b, cluster.links[a][b].latency_s * 1e3,
+                  cluster.links[a][b].bandwidth_bytes_per_s * 8.0 / 1e6);
+  std::filesystem::create_directories(recipe.run.out_dir);
+  const std::string path = recipe.run.out_dir + "/cluster.json";
+  std::ofstream(path) << cluster_json(cluster).dump(1) << "\n";
+  std::printf("written to %s (diloco plan RECIPE --cluster %s)\n", path.c_str(), path.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int run_probe(const Recipe& recipe, bool all_ranks, int* argc, char*** argv) {
   comm::MpiSession mpi(argc, argv);
   const bool root = mpi.world_rank() == 0;
   try {
+    if (all_ranks) return probe_all_ranks(recipe);
     comm::SiteComms comms;
     try {
       comms = make_sites(recipe, recipe.links.emulator());

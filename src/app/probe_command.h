@@ -7,8 +7,9 @@
 
 namespace diloco::app {
 
-// Prints the latency/bandwidth matrix and writes OUT/links.json; returns the
-// exit code.
-int run_probe(const Recipe& recipe, int* argc, char*** argv);
+// Prints the latency/bandwidth matrix and writes OUT/links.json; with
+// `all_ranks`, measures every pair of ranks and every rank's step time and
+// writes OUT/cluster.json. Returns the exit code.
+int run_probe(const Recipe& recipe, bool all_ranks, int* argc, char*** argv);
 
 }  // namespace diloco::app

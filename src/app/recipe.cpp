@@ -158,9 +158,11 @@ Recipe validate(const toml::table& root, const std::string& source, const std::s
   r.topology.sites_given = root.at_path("topology.sites").node() != nullptr;
   // Error feedback defaults on for lossy codecs (SparseLoCo, DeMo), off for fp32.
   if (!r.compression.error_feedback) r.compression.error_feedback = r.compression.codec != "none";
-  // With site_by = "node" and no topology.sites the launch decides the count;
-  // the per-site keys are then checked when the sites are cut.
+  // With site_by = "node" or "links" and no topology.sites the launch decides
+  // the count; the per-site keys are then checked when the sites are cut.
   const bool sites_known = r.topology.site_by == "block" || r.topology.sites_given;
+  if (!r.topology.cluster.empty() && r.topology.site_by != "links")
+    throw RecipeError(locate("topology", "cluster") + ": topology.cluster is read only with topology.site_by = \"links\"");
   if (r.links.enabled() && sites_known) {
     const auto sites = static_cast<std::size_t>(r.topology.sites);
     for (const char* name : {"latency_ms", "bandwidth_mbps"}) {

@@ -65,8 +65,13 @@ struct CompressionConfig {
 struct TopologyConfig {
   int sites = 1;
   bool sites_given = false;      // topology.sites appears in the recipe (checked against site_by = "node")
-  std::string site_by = "block";  // "block": contiguous rank blocks; "node": nodes_per_site nodes per site
+  // "block": contiguous rank blocks; "node": nodes_per_site nodes per site;
+  // "links": ranks joined by fast links (measured at launch, or read from
+  // `cluster`) form a site, cut at the first bandwidth drop by `link_gap`.
+  std::string site_by = "block";
   int nodes_per_site = 1;
+  double link_gap = 4.0;
+  std::string cluster;  // site_by = "links": a cluster file from `diloco probe --all-ranks`; empty: probe at launch
   std::string join = "world";     // "world": one launch holds every site; "rendezvous": each site its own launch
 };
 

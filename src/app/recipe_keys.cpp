@@ -244,10 +244,13 @@ const std::vector<Key>& keys() {
     k.push_back(integer_key("topology", "sites", &R::topology, &TopologyConfig::sites, 1, 1 << 20));
     // Left out of the effective recipe when the nodes decide it.
     k.back().write = [](const Recipe& r) {
-      return r.topology.site_by == "node" && !r.topology.sites_given ? std::string() : std::to_string(r.topology.sites);
+      return r.topology.site_by != "block" && !r.topology.sites_given ? std::string() : std::to_string(r.topology.sites);
     };
-    k.push_back(string_key("topology", "site_by", &R::topology, &TopologyConfig::site_by, {"block", "node"}));
+    k.push_back(string_key("topology", "site_by", &R::topology, &TopologyConfig::site_by, {"block", "node", "links"}));
     k.push_back(integer_key("topology", "nodes_per_site", &R::topology, &TopologyConfig::nodes_per_site, 1, 1 << 20));
+    k.push_back(number_key("topology", "link_gap", &R::topology, &TopologyConfig::link_gap,
+                           [](double v) { return v >= 1.5 && v <= 1000.0; }, "in [1.5, 1000]"));
+    k.push_back(string_key("topology", "cluster", &R::topology, &TopologyConfig::cluster, {}, true));
     k.push_back(string_key("topology", "join", &R::topology, &TopologyConfig::join, {"world", "rendezvous"}));
     k.push_back(string_key("rendezvous", "run_id", &R::rendezvous, &RendezvousSection::run_id, {}, true));
     k.push_back(integer_key("rendezvous", "site", &R::rendezvous, &RendezvousSection::site, -1, 1 << 20));

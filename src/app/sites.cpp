@@ -1,10 +1,53 @@
 // topology.site_by: "block" splits ranks into topology.sites contiguous blocks;
-// "node" makes every topology.nodes_per_site nodes a site.
+// "node" makes every topology.nodes_per_site nodes a site; "links" cuts the
+// measured link graph where bandwidth first drops by topology.link_gap.
 #include "app/sites.h"
 
+#include <iostream>
 #include <string>
 
+#include "app/cluster_file.h"
+#include "comm/link_probe.h"
+#include "comm/site_partition.h"
+
 namespace diloco::app {
+namespace {
+
+// Short enough for a launch: about 1.5 s per round of pairs on a 20 Mbit/s
+// link, a round per rank.
+comm::ProbeOptions launch_probe() {
+  comm::ProbeOptions o;
+  o.pings = 5;
+  o.transfers = 3;
+  o.large_bytes = std::size_t{512} << 10;
+  o.pair_seconds = 1.0;
+  return o;
+}
+
+comm::Topology topology_by_links(const TopologyConfig& t, comm::Communicator& world) {
+  std::vector<std::vector<double>> bandwidth;
+  std::string source;
+  if (!t.cluster.empty()) {
+    const Cluster cluster = read_cluster(t.cluster);  // every rank reads it, so all reach the same verdict
+    if (static_cast<int>(cluster.nodes.size()) != world.size())
+      throw RecipeError("topology.cluster " + t.cluster + " describes " + std::to_string(cluster.nodes.size()) +
+                        " ranks; this launch has " + std::to_string(world.size()));
+    bandwidth = bandwidth_matrix(cluster.links);
+    source = "from " + t.cluster;
+  } else {
+    bandwidth = bandwidth_matrix(comm::probe_links(world, launch_probe()));  // the same matrix on every rank
+    source = "measured at launch between all " + std::to_string(world.size()) + " ranks";
+  }
+  const auto p = comm::partition_by_links(bandwidth, t.link_gap);
+  if (world.rank() == 0) std::cerr << "diloco: sites by links (" << source << "):\n" << p.explanation;
+  if (t.sites_given && p.num_sites != t.sites)
+    throw RecipeError("topology.sites = " + std::to_string(t.sites) + " but topology.site_by = \"links\" finds " +
+                      std::to_string(p.num_sites) + " sites (" + source + ", the cut printed above); leave "
+                      "topology.sites out to take them, or change topology.link_gap");
+  return comm::Topology::from_sites(world.rank(), p.site_of_rank);
+}
+
+}  // namespace
 
 comm::SiteComms make_sites(const Recipe& recipe, std::shared_ptr<comm::LinkEmulator> links) {
   auto world = comm::MpiCommunicator::world();
@@ -34,6 +77,8 @@ comm::SiteComms make_sites(const Recipe& recipe, std::shared_ptr<comm::LinkEmula
       throw RecipeError("topology.sites = " + std::to_string(t.sites) + " but topology.site_by = \"node\" finds " +
                         std::to_string(topo.num_sites) + " sites on this launch (" +
                         std::to_string(t.nodes_per_site) + " nodes per site); leave topology.sites out to take them");
+  } else if (t.site_by == "links") {
+    topo = topology_by_links(t, *world);
   } else {
     if (t.sites > world->size())
       throw RecipeError("topology.sites = " + std::to_string(t.sites) +

@@ -1,5 +1,6 @@
-// Pairwise probing in a fixed global order, so no two ranks wait on each other
-// in a cycle; results are shared with one all-gather at the end.
+// Pairwise probing in rounds where every rank is in at most one pair (so each
+// runs one transfer at a time and the pairs of a round run at once); results
+// are shared with one all-gather at the end.
 #include "comm/link_probe.h"
 
 #include <algorithm>
@@ -37,16 +38,24 @@ LinkEstimate measure(Communicator& comm, int peer, bool lead, const ProbeOptions
       comm.send(small, peer, kPingTag);
     }
   }
+  // At least one transfer; more while the pair is inside its time budget.
+  // The leader decides and says so in its acknowledgement's first byte.
+  const double start = now_s();
   for (int i = 0; i < o.transfers; ++i) {
+    std::byte more{0};
     if (lead) {
       const double t0 = now_s();
       comm.send(large, peer, kDataTag);
       comm.recv(small, peer, kAckTag);
       transfer.push_back(now_s() - t0);
+      more = std::byte{static_cast<unsigned char>(i + 1 < o.transfers && now_s() - start < o.pair_seconds)};
+      comm.send(std::span<const std::byte>(&more, 1), peer, kAckTag);
     } else {
       comm.recv(large, peer, kDataTag);
       comm.send(small, peer, kAckTag);
+      comm.recv(std::span<std::byte>(&more, 1), peer, kAckTag);
     }
+    if (more == std::byte{0}) break;
   }
   LinkEstimate e;
   if (!lead) return e;
@@ -59,12 +68,29 @@ LinkEstimate measure(Communicator& comm, int peer, bool lead, const ProbeOptions
 
 }  // namespace
 
+std::vector<std::vector<std::pair<int, int>>> pair_rounds(int n) {
+  // The circle method: with m = n rounded up to even, rank m-1 stays put and
+  // the others rotate; in round k, k pairs with m-1 and k-i with k+i.
+  const int m = n + n % 2;
+  std::vector<std::vector<std::pair<int, int>>> rounds;
+  for (int k = 0; k + 1 < m; ++k) {
+    std::vector<std::pair<int, int>> round;
+    auto add = [&](int a, int b) {
+      if (a < n && b < n) round.emplace_back(std::min(a, b), std::max(a, b));
+    };
+    add(k, m - 1);
+    for (int i = 1; i < m / 2; ++i) add((k - i + m - 1) % (m - 1), (k + i) % (m - 1));
+    rounds.push_back(std::move(round));
+  }
+  return rounds;
+}
+
 std::vector<std::vector<LinkEstimate>> probe_links(Communicator& comm, const ProbeOptions& options) {
   const int n = comm.size();
   const int me = comm.rank();
   std::vector<LinkEstimate> row(static_cast<std::size_t>(n));
-  for (int a = 0; a < n; ++a)
-    for (int b = a + 1; b < n; ++b) {
+  for (const auto& round : pair_rounds(n))
+    for (const auto& [a, b] : round) {
       if (me == a) row[b] = measure(comm, b, true, options);
       else if (me == b) measure(comm, a, false, options);
     }

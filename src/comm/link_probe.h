@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -17,9 +18,16 @@ struct LinkEstimate {
 
 struct ProbeOptions {
   int pings = 7;                        // small round trips per pair
-  int transfers = 3;                    // large one-way transfers per pair
+  int transfers = 3;                    // large one-way transfers per pair, at most
   std::size_t large_bytes = 1u << 20;
+  // No further transfer starts once a pair has spent this long (the first
+  // always runs), so a slow link bounds the probe's time.
+  double pair_seconds = 2.0;
 };
+
+// Rounds of pairs (a < b) in which every rank appears at most once, together
+// covering every pair of n ranks once: n - 1 rounds (n rounds for odd n).
+std::vector<std::vector<std::pair<int, int>>> pair_rounds(int n);
 
 // Collective over `comm`: every pair of ranks is measured; every rank gets the
 // symmetric matrix (the diagonal is zero).

@@ -50,22 +50,35 @@ Topology Topology::by_node(int world_rank, const std::vector<std::string>& hosts
     if (it == nodes.end()) it = nodes.insert(nodes.end(), hosts[r]);
     site_of[r] = static_cast<int>(it - nodes.begin()) / nodes_per_site;
   }
+  return from_sites(world_rank, site_of);
+}
+
+Topology Topology::from_sites(int world_rank, const std::vector<int>& site_of) {
+  const int world_size = static_cast<int>(site_of.size());
+  if (world_size < 1 || world_rank < 0 || world_rank >= world_size)
+    throw std::invalid_argument("rank " + std::to_string(world_rank) + " outside a world of " +
+                                std::to_string(world_size));
   Topology t;
   t.world_rank = world_rank;
   t.world_size = world_size;
-  t.num_sites = (static_cast<int>(nodes.size()) + nodes_per_site - 1) / nodes_per_site;
+  t.num_sites = *std::max_element(site_of.begin(), site_of.end()) + 1;
   t.site_sizes.assign(static_cast<std::size_t>(t.num_sites), 0);
   t.site_first_rank.assign(static_cast<std::size_t>(t.num_sites), -1);
   for (int r = 0; r < world_size; ++r) {
-    const auto s = static_cast<std::size_t>(site_of[static_cast<std::size_t>(r)]);
+    const int site = site_of[static_cast<std::size_t>(r)];
+    if (site < 0) throw std::invalid_argument("rank " + std::to_string(r) + " has no site");
+    const auto s = static_cast<std::size_t>(site);
     if (t.site_first_rank[s] < 0) t.site_first_rank[s] = r;
-    t.site_of_rank.push_back(static_cast<int>(s));
+    t.site_of_rank.push_back(site);
     if (r == world_rank) {
-      t.site = static_cast<int>(s);
+      t.site = site;
       t.site_rank = t.site_sizes[s];
     }
     ++t.site_sizes[s];
   }
+  for (int s = 0; s < t.num_sites; ++s)
+    if (t.site_sizes[static_cast<std::size_t>(s)] == 0)
+      throw std::invalid_argument("site " + std::to_string(s) + " has no rank");
   t.site_size = t.site_sizes[static_cast<std::size_t>(t.site)];
   return t;
 }

@@ -35,6 +35,11 @@ struct Topology {
   // site ranks keep their world order. Throws std::invalid_argument for an
   // empty host list or nodes_per_site < 1.
   static Topology by_node(int world_rank, const std::vector<std::string>& hosts, int nodes_per_site);
+
+  // Rank r in site site_of_rank[r]: sites numbered 0..S-1 with none empty;
+  // within a site ranks keep their world order, its first rank leads.
+  // Throws std::invalid_argument otherwise.
+  static Topology from_sites(int world_rank, const std::vector<int>& site_of_rank);
 };
 
 // Two ranks that would drive one GPU: the first pair (indices into the

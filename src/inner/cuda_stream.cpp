@@ -4,6 +4,7 @@
 #include "inner/inner_loop.h"
 
 #if defined(DILOCO_TORCH_CUDA)
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
@@ -15,6 +16,15 @@ void* current_cuda_stream(int device) {
 #else
   (void)device;
   return nullptr;
+#endif
+}
+
+std::size_t cuda_device_memory(int device) {
+#if defined(DILOCO_TORCH_CUDA)
+  return static_cast<std::size_t>(at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(device))->totalGlobalMem);
+#else
+  (void)device;
+  return 0;
 #endif
 }
 

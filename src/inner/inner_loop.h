@@ -95,6 +95,9 @@ int cuda_device_count();
 // libtorch made another stream current.
 void* current_cuda_stream(int device);
 
+// Total memory of CUDA device `device` in bytes (0 for a CPU-only libtorch).
+std::size_t cuda_device_memory(int device);
+
 struct InnerStats {
   int steps = 0;
   double mean_loss = 0.0;      // training loss averaged over steps and replicas

@@ -1,0 +1,118 @@
+// Reading and writing the cluster file, with nlohmann-json.
+#include "app/cluster_file.h"
+
+#include <cmath>
+#include <fstream>
+
+#include "app/metrics_log.h"
+#include "app/recipe.h"
+
+namespace diloco::app {
+namespace {
+
+using Json = nlohmann::json;
+
+double number_at(const Json& object, const char* key, const std::string& at) {
+  if (!object.is_object() || !object.contains(key) || !object[key].is_number())
+    throw RecipeError(at + ": missing number \"" + key + "\"");
+  const double v = object[key].get<double>();
+  if (!std::isfinite(v) || v < 0.0) throw RecipeError(at + "." + key + " must be a number >= 0");
+  return v;
+}
+
+int index_at(const Json& object, const char* key, const std::string& at, int count, const char* what) {
+  const double v = number_at(object, key, at);
+  if (v != std::floor(v) || v >= count)
+    throw RecipeError(at + "." + key + " = " + object[key].dump() + " is not a " + what + " (0.." +
+                      std::to_string(count - 1) + ")");
+  return static_cast<int>(v);
+}
+
+std::string string_at(const Json& object, const char* key, const std::string& at) {
+  if (!object.contains(key) || !object[key].is_string()) throw RecipeError(at + ": missing string \"" + key + "\"");
+  return object[key].get<std::string>();
+}
+
+}  // namespace
+
+std::vector<std::vector<comm::LinkEstimate>> parse_link_pairs(const Json& links, int count, const std::string& where,
+                                                              const char* members) {
+  if (!links.is_array()) throw RecipeError(where + ": \"links\" must be an array");
+  std::vector<std::vector<comm::LinkEstimate>> m(count, std::vector<comm::LinkEstimate>(count));
+  std::vector<std::vector<bool>> seen(count, std::vector<bool>(count, false));
+  int index = 0;
+  for (const auto& link : links) {
+    const std::string at = where + ": links[" + std::to_string(index++) + "]";
+    const std::string one = std::string(members).substr(0, std::string(members).size() - 1);  // "sites" -> "site"
+    const int a = index_at(link, "a", at, count, one.c_str());
+    const int b = index_at(link, "b", at, count, one.c_str());
+    if (a == b) throw RecipeError(at + ": a and b are both " + std::to_string(a));
+    if (seen[a][b]) throw RecipeError(at + ": pair (" + std::to_string(a) + ", " + std::to_string(b) + ") given twice");
+    seen[a][b] = seen[b][a] = true;
+    const comm::LinkEstimate e{number_at(link, "latency_ms", at) / 1000.0,
+                               number_at(link, "bandwidth_mbps", at) * 1e6 / 8.0};
+    m[a][b] = m[b][a] = e;
+  }
+  if (index != count * (count - 1) / 2)
+    throw RecipeError(where + ": " + std::to_string(index) + " pairs for " + std::to_string(count) + " " + members +
+                      " (every pair once: " + std::to_string(count * (count - 1) / 2) + ")");
+  return m;
+}
+
+Cluster read_cluster(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw RecipeError(path + ": cannot read the cluster file");
+  Json doc;
+  try {
+    doc = Json::parse(in);
+  } catch (const Json::parse_error& e) {
+    throw RecipeError(path + ": not JSON (" + e.what() + ")");
+  }
+  if (!doc.is_object() || !doc.contains("nodes") || !doc["nodes"].is_array() || doc["nodes"].empty())
+    throw RecipeError(path + ": needs a non-empty \"nodes\" array (as diloco probe --all-ranks writes it)");
+  if (!doc.contains("links")) throw RecipeError(path + ": needs a \"links\" array");
+  const int count = static_cast<int>(doc["nodes"].size());
+  Cluster c;
+  c.nodes.resize(static_cast<std::size_t>(count));
+  std::vector<bool> seen(static_cast<std::size_t>(count), false);
+  for (int i = 0; i < count; ++i) {
+    const auto& node = doc["nodes"][static_cast<std::size_t>(i)];
+    const std::string at = path + ": nodes[" + std::to_string(i) + "]";
+    if (!node.is_object()) throw RecipeError(at + " is not an object");
+    const int rank = index_at(node, "rank", at, count, "rank of the nodes listed");
+    if (seen[rank]) throw RecipeError(at + ".rank: rank " + std::to_string(rank) + " given twice");
+    seen[rank] = true;
+    ClusterNode& n = c.nodes[static_cast<std::size_t>(rank)];
+    n.rank = rank;
+    n.host = string_at(node, "host", at);
+    n.device = string_at(node, "device", at);
+    n.memory_bytes = number_at(node, "memory_bytes", at);
+    n.step_s = number_at(node, "step_s", at);
+    if (n.memory_bytes <= 0.0) throw RecipeError(at + ".memory_bytes must be > 0");
+    if (n.step_s <= 0.0) throw RecipeError(at + ".step_s must be > 0");
+  }
+  c.links = parse_link_pairs(doc["links"], count, path, "ranks");
+  return c;
+}
+
+nlohmann::ordered_json cluster_json(const Cluster& cluster) {
+  nlohmann::ordered_json doc;
+  doc["nodes"] = nlohmann::ordered_json::array();
+  for (const auto& n : cluster.nodes)
+    doc["nodes"].push_back({{"rank", n.rank},
+                            {"host", n.host},
+                            {"device", n.device},
+                            {"memory_bytes", n.memory_bytes},
+                            {"step_s", n.step_s}});
+  doc["links"] = link_pairs_json(cluster.links);
+  return doc;
+}
+
+std::vector<std::vector<double>> bandwidth_matrix(const std::vector<std::vector<comm::LinkEstimate>>& links) {
+  std::vector<std::vector<double>> m(links.size(), std::vector<double>(links.size(), 0.0));
+  for (std::size_t a = 0; a < links.size(); ++a)
+    for (std::size_t b = 0; b < links.size(); ++b) m[a][b] = links[a][b].bandwidth_bytes_per_s;
+  return m;
+}
+
+}  // namespace diloco::app

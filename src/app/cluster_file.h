@@ -1,0 +1,47 @@
+// The cluster file `diloco probe --all-ranks` writes and `plan --cluster` and
+// topology.site_by = "links" read: every rank (host, device, memory, step
+// time) and every pair of ranks' link, as JSON.
+//   {"nodes": [{"rank", "host", "device", "memory_bytes", "step_s"}, ...],
+//    "links": [{"a", "b", "latency_ms", "bandwidth_mbps"}, ...]}
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "comm/link_probe.h"
+
+namespace diloco::app {
+
+struct ClusterNode {
+  int rank = 0;
+  std::string host;
+  std::string device;        // "cpu" or "cuda:N"
+  double memory_bytes = 0;   // what this rank may use: host memory, or the GPU's
+  double step_s = 0;         // the recipe's inner step, measured on this rank
+};
+
+struct Cluster {
+  std::vector<ClusterNode> nodes;                     // indexed by rank
+  std::vector<std::vector<comm::LinkEstimate>> links; // symmetric, by rank
+};
+
+// Pair links in the form links.json and the cluster file share: every pair of
+// `count` members (`members`: "sites" or "ranks") exactly once, numbers >= 0.
+// `where` names the file for errors. Throws RecipeError naming the file and
+// the field.
+std::vector<std::vector<comm::LinkEstimate>> parse_link_pairs(const nlohmann::json& links, int count,
+                                                              const std::string& where, const char* members);
+
+// Reads and checks a cluster file: not JSON, a missing or mistyped field, a
+// rank given twice or missing, a negative or non-finite number, a pair given
+// twice or missing: RecipeError naming the file and the field.
+Cluster read_cluster(const std::string& path);
+
+nlohmann::ordered_json cluster_json(const Cluster& cluster);
+
+// Bandwidth in bytes/s between every pair of ranks (0: too fast to measure).
+std::vector<std::vector<double>> bandwidth_matrix(const std::vector<std::vector<comm::LinkEstimate>>& links);
+
+}  // namespace diloco::app

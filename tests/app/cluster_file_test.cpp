@@ -1,0 +1,87 @@
+// The cluster file: written and read back, and every kind of bad file
+// refused naming the file and the field.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "app/cluster_file.h"
+#include "app/recipe.h"
+
+using namespace diloco::app;
+
+namespace {
+
+std::string write_file(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string node(int rank, const std::string& extra = "") {
+  return "{\"rank\":" + std::to_string(rank) +
+         ",\"host\":\"h\",\"device\":\"cpu\",\"memory_bytes\":1e9,\"step_s\":0.05" + extra + "}";
+}
+
+std::string link(int a, int b, const std::string& mbps = "100") {
+  return "{\"a\":" + std::to_string(a) + ",\"b\":" + std::to_string(b) + ",\"latency_ms\":1,\"bandwidth_mbps\":" + mbps +
+         "}";
+}
+
+// The message of the RecipeError reading `text` throws ("" if none).
+std::string refusal(const std::string& name, const std::string& text) {
+  try {
+    read_cluster(write_file(name, text));
+  } catch (const RecipeError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(ClusterFileTest, WrittenAndReadBack) {
+  Cluster c;
+  c.nodes = {{0, "a", "cpu", 2e9, 0.01}, {1, "b", "cuda:0", 8e10, 0.002}, {2, "b", "cuda:1", 8e10, 0.003}};
+  c.links.assign(3, std::vector<diloco::comm::LinkEstimate>(3));
+  c.links[0][1] = c.links[1][0] = {0.02, 12.5e6};
+  c.links[0][2] = c.links[2][0] = {0.03, 2.5e6};
+  c.links[1][2] = c.links[2][1] = {0.0001, 0.0};
+  const auto path = write_file("cluster_ok.json", cluster_json(c).dump());
+  const auto back = read_cluster(path);
+  ASSERT_EQ(back.nodes.size(), 3u);
+  EXPECT_EQ(back.nodes[1].device, "cuda:0");
+  EXPECT_DOUBLE_EQ(back.nodes[2].step_s, 0.003);
+  EXPECT_DOUBLE_EQ(back.links[2][0].latency_s, 0.03);
+  EXPECT_DOUBLE_EQ(back.links[1][0].bandwidth_bytes_per_s, 12.5e6);
+  EXPECT_EQ(bandwidth_matrix(back.links)[1][2], 0.0);
+}
+
+TEST(ClusterFileTest, BadFilesNameTheFileAndTheField) {
+  const std::string links2 = "\"links\":[" + link(0, 1) + "]";
+  EXPECT_NE(refusal("c_notjson.json", "{\"nodes\": [").find("c_notjson.json: not JSON"), std::string::npos);
+  EXPECT_NE(refusal("c_nonodes.json", "{\"links\": []}").find("c_nonodes.json: needs a non-empty \"nodes\" array"),
+            std::string::npos);
+  EXPECT_NE(refusal("c_missing.json", "{\"nodes\":[" + node(0) + ",{\"rank\":1,\"host\":\"h\",\"device\":\"cpu\","
+                                      "\"step_s\":1}]," + links2 + "}")
+                .find("nodes[1]: missing number \"memory_bytes\""),
+            std::string::npos);
+  EXPECT_NE(refusal("c_twice.json", "{\"nodes\":[" + node(0) + "," + node(0) + "]," + links2 + "}")
+                .find("nodes[1].rank: rank 0 given twice"),
+            std::string::npos);
+  EXPECT_NE(refusal("c_rank.json", "{\"nodes\":[" + node(0) + "," + node(2) + "]," + links2 + "}")
+                .find("nodes[1].rank = 2 is not a rank"),
+            std::string::npos);
+  EXPECT_NE(refusal("c_negative.json", "{\"nodes\":[" + node(0) + "," + node(1) + "],\"links\":[" + link(0, 1, "-3") +
+                                           "]}")
+                .find("links[0].bandwidth_mbps must be a number >= 0"),
+            std::string::npos);
+  EXPECT_NE(refusal("c_pairs.json", "{\"nodes\":[" + node(0) + "," + node(1) + "," + node(2) + "],\"links\":[" +
+                                        link(0, 1) + "," + link(1, 2) + "]}")
+                .find("2 pairs for 3 ranks"),
+            std::string::npos);
+  EXPECT_NE(refusal("c_nolinks.json", "{\"nodes\":[" + node(0) + "]}").find("needs a \"links\" array"),
+            std::string::npos);
+  EXPECT_NE(refusal("c_step.json", "{\"nodes\":[" + node(0, ",\"step_s\":0") + "],\"links\":[]}").find("step_s"),
+            std::string::npos);
+}
