@@ -2,7 +2,8 @@
 # tbf (40, 20 and 10 Mbit/s); a pair of sites moves data at the slower of
 # their two links. `diloco probe` across it must measure every pair within
 # 20% of that, and recipes/cross-dc-3site.toml must train across it (with its
-# latencies added by diloco). Exits 77 (skipped) with the reason only when the
+# latencies added by diloco). Then 6 ranks as 3 sites of 2 whose sites the
+# run finds from measured links, and sites launched apart. Exits 77 (skipped) with the reason only when the
 # machine cannot create namespaces or tc qdiscs.
 source "$(dirname "$0")/../e2e/lib.sh"
 check=$(scripts/netsim --check); rc=$?
@@ -31,6 +32,19 @@ timeout 300 scripts/netsim --sites 3 --mbps 40,20,10 --latency-ms 5,30,80 --bin 
   train recipes/cross-dc-3site.toml --set outer.rounds=2 --set sync.H=10 --out "$WORK/train" > "$WORK/train.log" 2>&1 \
   && [[ $(rows "$WORK/train/metrics.jsonl") -eq 2 ]] && grep -q "3 ranks in 3 sites" "$WORK/train.log" \
   && pass "cross-dc-3site trains across 3 namespaces" || { cat "$WORK/train.log"; fail "train across namespaces"; }
+
+# Six ranks in six namespaces: 0-1, 2-3 and 4-5 unshaped among themselves,
+# each pair's traffic to the others shaped at 100, 50 and 20 Mbit/s. With
+# topology.site_by = "links" the run measures every pair at launch, cuts
+# exactly those three sites, and trains on them.
+timeout 300 scripts/netsim --sites 3 --ranks-per-site 2 --mbps 100,50,20 --latency-ms 5,30,80 --bin "$DILOCO_BIN" -- \
+  train recipes/quickstart.toml --set 'topology.site_by="links"' --set outer.rounds=2 --set sync.H=10 \
+  --set data.batch_size=8 --out "$WORK/links" > "$WORK/links.log" 2>&1 \
+  && grep -q "6 ranks in 3 sites (2+2+2)" "$WORK/links.log" && grep -q "^site 0: ranks 0,1;" "$WORK/links.log" \
+  && grep -q "^site 1: ranks 2,3;" "$WORK/links.log" && grep -q "^site 2: ranks 4,5;" "$WORK/links.log" \
+  && [[ $(rows "$WORK/links/metrics.jsonl") -eq 2 ]] \
+  && pass "site_by = links: the launch probe cuts 6 ranks into the 3 shaped sites, which train" \
+  || { grep -v "^Warning: sch_htb" "$WORK/links.log"; fail "sites by measured links"; }
 
 # Sites launched apart, each its own mpirun in its own namespace, joined
 # through ompi-server outside them; then site 2's cable is cut mid-run: the
