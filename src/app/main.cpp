@@ -38,7 +38,7 @@ const char* kUsage =
     "  tokenize INPUT... --out DIR (--tokenizer M | --train-vocab N)\n"
     "                                                          text to llm.c token shards with SentencePiece\n"
     "  probe RECIPE [--set ...] [--out DIR] [--all-ranks]      measure links between sites, or every rank (under mpirun)\n"
-    "  plan RECIPE [--set ...] [--links FILE | --cluster FILE] [--step-s S]\n"
+    "  plan RECIPE [--set ...] [--links FILE | --cluster FILE] [--step-s S] [--goal G]\n"
     "                                                          sites, H and codecs from measured links (no MPI)\n"
     "  devices                                                 CUDA devices and backends this build can use\n"
     "\n"
@@ -68,6 +68,7 @@ struct CommandLine {
   std::string resume = "none";
   std::string links;
   std::string cluster;
+  std::string goal;
   bool all_ranks = false;
   std::optional<double> step_s;
   bool help = false;
@@ -91,7 +92,9 @@ CommandLine parse_command(const std::string& command, int argc, char** argv, boo
                           cxxopts::value<std::string>())(
         "step-s", "inner-step time in seconds (default: measured here)", cxxopts::value<double>())(
         "cluster", "cluster file written by diloco probe --all-ranks: the sites topology.site_by = \"links\" forms, "
-        "their links and step times", cxxopts::value<std::string>());
+        "their links and step times", cxxopts::value<std::string>())(
+        "goal", "utilization=U, bytes or time: print the plan that meets it, as flags and as a recipe fragment",
+        cxxopts::value<std::string>());
   if (command == "probe")
     options.add_options()("all-ranks", "measure every pair of ranks and each rank's step time; write OUT/cluster.json");
   if (with_resume)
@@ -111,6 +114,7 @@ CommandLine parse_command(const std::string& command, int argc, char** argv, boo
   if (result.count("set")) cl.sets = result["set"].as<std::vector<std::string>>();
   if (with_plan && result.count("links")) cl.links = result["links"].as<std::string>();
   if (with_plan && result.count("cluster")) cl.cluster = result["cluster"].as<std::string>();
+  if (with_plan && result.count("goal")) cl.goal = result["goal"].as<std::string>();
   if (!cl.links.empty() && !cl.cluster.empty()) throw cxxopts::exceptions::exception("give --links or --cluster, not both");
   if (command == "probe") cl.all_ranks = result.count("all-ranks") > 0;
   if (with_plan && result.count("step-s")) {
@@ -220,6 +224,6 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (command == "probe") return diloco::app::run_probe(recipe, cl.all_ranks, &argc, &argv);
-  if (command == "plan") return diloco::app::run_plan(recipe, {cl.links, cl.step_s, cl.cluster});
+  if (command == "plan") return diloco::app::run_plan(recipe, {cl.links, cl.step_s, cl.cluster, cl.goal});
   return diloco::app::run_train(recipe, cl.resume, &argc, &argv);
 }

@@ -1,9 +1,7 @@
-// The analytical model behind `plan`: a blocking round costs
-// H * t_step + T_sync, where T_sync is the metadata gathers (one latency each)
-// plus the pseudo-gradient exchange on the slowest link:
-//   all-gather: max over pairs of (alpha + payload / beta)
-//   ring:       2 (n - 1) * max over ring links of (alpha + payload / n / beta)
-// The step time is measured with the recipe's model and batch on this machine.
+// `diloco plan`: the inputs of the round model (plan_model.h) from the
+// recipe, a links.json or a cluster file, and a step time measured with the
+// recipe's model and batch on this machine (or given, or the cluster's);
+// the what-if table, and the plan a goal picks.
 #include "app/plan_command.h"
 
 #include <algorithm>
@@ -18,6 +16,7 @@
 
 #include "diloco/compression/codec.h"
 #include "app/cluster_file.h"
+#include "app/plan_model.h"
 #include "comm/site_partition.h"
 #include "app/train_command.h"
 #include "inner/inner_loop.h"
@@ -26,10 +25,6 @@ namespace diloco::app {
 namespace {
 
 using PairLink = comm::LinkEstimate;
-
-double transfer(const PairLink& l, double bytes) {
-  return l.latency_s + (l.bandwidth_bytes_per_s > 0.0 ? bytes / l.bandwidth_bytes_per_s : 0.0);
-}
 
 // Pair links from the links.json that `diloco probe` writes: {"sites": N,
 // "links": [{"a", "b", "latency_ms", "bandwidth_mbps"}, ...]}, every pair of
@@ -71,6 +66,7 @@ std::vector<std::vector<PairLink>> links_from_recipe(const Recipe& r) {
 // between the sites' leaders (their first ranks) and the slowest rank's step
 // time (a blocking round waits for it).
 struct ClusterSites {
+  int ranks = 0;
   std::vector<std::vector<PairLink>> leader_links;
   double slowest_step_s = 0.0;
 };
@@ -80,6 +76,7 @@ ClusterSites sites_from_cluster(const std::string& path, double gap) {
   std::printf("cluster %s: %zu ranks\n%5s %-16s %-8s %10s %10s\n", path.c_str(), cluster.nodes.size(), "rank", "host",
               "device", "memory_GB", "step_s");
   ClusterSites out;
+  out.ranks = static_cast<int>(cluster.nodes.size());
   for (const auto& node : cluster.nodes) {
     std::printf("%5d %-16s %-8s %10.2f %10.4f\n", node.rank, node.host.c_str(), node.device.c_str(),
                 node.memory_bytes / 1e9, node.step_s);
@@ -101,12 +98,16 @@ ClusterSites sites_from_cluster(const std::string& path, double gap) {
 }  // namespace
 
 MeasuredModel measure_model(const Recipe& recipe, const inner::DeviceConfig& device, bool time_steps) {
+  MeasuredModel m;
+  if (!time_steps && recipe.model.kind != inner::ModelKind::kTorchScript) {  // counted without building it
+    m.params = static_cast<std::size_t>(inner::parameter_count(recipe.model));
+    return m;
+  }
   inner::set_compute_threads(recipe.run.threads);
   inner::SoloGroup solo;
   const auto data = load_dataset(recipe);
   inner::InnerLoop loop(recipe.model, recipe.inner, recipe.data, data, {}, solo,
                         static_cast<std::uint64_t>(recipe.run.seed), 1000, device);
-  MeasuredModel m;
   m.params = loop.num_params();
   if (!time_steps) return m;
   loop.run(5);
@@ -119,6 +120,7 @@ MeasuredModel measure_model(const Recipe& recipe, const inner::DeviceConfig& dev
 
 int run_plan(const Recipe& recipe, const PlanOptions& options) {
   int n = recipe.topology.sites;
+  int ranks = n;  // without a cluster file: one per site
   std::vector<std::vector<PairLink>> links;
   double step_s = 0.0;
   std::size_t params = 0;
@@ -127,6 +129,7 @@ int run_plan(const Recipe& recipe, const PlanOptions& options) {
     if (!options.cluster_file.empty()) {
       const auto sites = sites_from_cluster(options.cluster_file, recipe.topology.link_gap);
       n = static_cast<int>(sites.leader_links.size());
+      ranks = sites.ranks;
       links = sites.leader_links;
       cluster_step = sites.slowest_step_s;
     } else {
@@ -144,60 +147,75 @@ int run_plan(const Recipe& recipe, const PlanOptions& options) {
     return 2;
   }
 
-  double metadata_s = 0.0;  // the weight and report gathers: one small message each
-  for (int a = 0; a < n; ++a)
-    for (int b = 0; b < n; ++b)
-      if (a != b) metadata_s = std::max(metadata_s, 2.0 * transfer(links[a][b], 64));
-  auto sync_time = [&](const compression::Codec& codec, bool& ring) {
-    const double payload = static_cast<double>(codec.payload_size(params)) + 8.0;
-    double gather = 0.0;
-    for (int a = 0; a < n; ++a)
-      for (int b = 0; b < n; ++b)
-        if (a != b) gather = std::max(gather, transfer(links[a][b], payload));
-    double ring_hop = 0.0;
-    const double chunk = static_cast<double>(codec.payload_size((params + n - 1) / n));
-    for (int a = 0; a < n; ++a) ring_hop = std::max(ring_hop, transfer(links[a][(a + 1) % n], chunk));
-    // As the exchange decides: the ring when it sends fewer bytes (never for 2 sites).
-    ring = n >= 3 && 2.0 * (n - 1) * chunk < (n - 1) * payload;
-    return metadata_s + (ring ? 2.0 * (n - 1) * ring_hop : gather);
-  };
+  PlanInputs in;
+  in.links = links;
+  in.params = params;
+  in.step_s = step_s;
+  in.tokens_per_step = static_cast<double>(recipe.data.batch_size) * recipe.model.seq_len * ranks;
+  in.block = static_cast<std::uint32_t>(recipe.compression.block);
+  in.topk_ratio = recipe.compression.topk_ratio;
+  in.h_min = recipe.sync.h_min;
+  in.h_max = recipe.sync.h_max;
+  in.fragments = std::max(2, recipe.sync.fragments);
+  in.layers = std::max(1, recipe.model.n_layers);
 
-  std::printf("plan for %s: %d sites, %zu params, inner step %.4f s (%s), target share %.2f\n",
+  std::printf("plan for %s: %d sites, %zu params, inner step %.4f s (%s), %d ranks (%s), target share %.2f\n",
               recipe.run.name.c_str(), n, params, step_s,
               options.step_s ? "given" : (!options.cluster_file.empty() ? "the cluster's slowest rank" : "measured here, one rank"),
+              ranks, options.cluster_file.empty() ? "one per site: no cluster file" : "the cluster's",
               recipe.sync.target_comm_share);
-  std::printf("%-10s %-10s %7s %12s %12s %10s %12s %10s\n", "codec", "exchange", "H", "round_s", "sync_s", "share",
-              "bytes/round", "util");
+  std::printf("%-10s %-10s %7s %12s %12s %10s %12s %10s %10s %10s\n", "codec", "exchange", "H", "round_s", "sync_s",
+              "share", "bytes/round", "util", "delayed", "streaming");
   std::vector<std::string> codecs{recipe.compression.codec};
   for (const char* c : {"none", "fp16", "int8", "int4", "topk"})
     if (std::find(codecs.begin(), codecs.end(), c) == codecs.end()) codecs.push_back(c);
-  for (const auto& name : codecs) {
-    compression::CodecConfig config;
-    config.name = name;
-    config.block = static_cast<std::uint32_t>(recipe.compression.block);
-    config.topk_ratio = recipe.compression.topk_ratio;
-    auto codec = compression::make_codec(config);
-    bool ring = false;
-    const double sync = sync_time(*codec, ring);
-    const double f = recipe.sync.target_comm_share;
-    const int overhead_H = static_cast<int>(std::clamp(std::ceil(sync * (1.0 - f) / (f * step_s)),
-                                                       static_cast<double>(recipe.sync.h_min),
-                                                       static_cast<double>(recipe.sync.h_max)));
-    std::vector<int> candidates{recipe.sync.H, overhead_H};
-    for (int h : {10, 50, 100, 500}) candidates.push_back(h);
-    std::sort(candidates.begin(), candidates.end());
-    candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-    const double bytes = ring ? 2.0 * (n - 1) * static_cast<double>(codec->payload_size((params + n - 1) / n)) * n
-                              : static_cast<double>(n - 1) * static_cast<double>(codec->payload_size(params)) * n;
-    for (int h : candidates) {
-      const double round_s = h * step_s + sync;
-      const char* mark = h == overhead_H ? " <- overhead" : (h == recipe.sync.H ? " <- recipe" : "");
-      std::printf("%-10s %-10s %7d %12.3f %12.3f %10.3f %12.0f %9.1f%%%s\n", name.c_str(), ring ? "ring" : "all_gather",
-                  h, round_s, sync, sync / round_s, bytes, 100.0 * (1.0 - sync / round_s), mark);
+  try {
+    for (const auto& name : codecs) {
+      const double sync = evaluate(in, name, "none", 1).sync_s;
+      const double f = recipe.sync.target_comm_share;
+      const int overhead_H = static_cast<int>(std::clamp(std::ceil(sync * (1.0 - f) / (f * step_s)),
+                                                         static_cast<double>(recipe.sync.h_min),
+                                                         static_cast<double>(recipe.sync.h_max)));
+      std::vector<int> candidates{recipe.sync.H, overhead_H};
+      for (int h : {10, 50, 100, 500}) candidates.push_back(h);
+      std::sort(candidates.begin(), candidates.end());
+      candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+      for (int h : candidates) {
+        const auto c = evaluate(in, name, "none", h);
+        const char* mark = h == overhead_H ? " <- overhead" : (h == recipe.sync.H ? " <- recipe" : "");
+        std::printf("%-10s %-10s %7d %12.3f %12.3f %10.3f %12.0f %9.1f%% %9.1f%% %9.1f%%%s\n", name.c_str(),
+                    c.ring ? "ring" : "all_gather", h, c.round_s, c.sync_s, c.sync_s / c.round_s, c.bytes_per_round,
+                    100.0 * c.utilization, 100.0 * evaluate(in, name, "delayed", h).utilization,
+                    100.0 * evaluate(in, name, "streaming", h).utilization, mark);
+      }
     }
+    std::printf("round_s = H * step + sync_s; share = sync_s / round_s; bytes/round: all site leaders together;\n"
+                "util = compute share of a blocking round; delayed, streaming: the same with that overlap (streaming:\n"
+                "%d fragments, each overlapping min(H/fragments, 5) steps). '<- overhead': smallest H meeting\n"
+                "sync.target_comm_share.\n",
+                std::min({in.fragments, in.layers}));
+    if (options.goal.empty()) return 0;
+    const PlanGoal goal = parse_goal(options.goal);
+    PlanCandidate best;
+    std::string rule;
+    std::vector<std::string> preferred;  // the codecs that keep more first; top-k only when the recipe names it
+    for (const char* c : {"none", "fp16", "int8", "int4"}) preferred.push_back(c);
+    if (std::find(preferred.begin(), preferred.end(), recipe.compression.codec) == preferred.end())
+      preferred.push_back(recipe.compression.codec);
+    if (!recommend(in, preferred, goal, 1.0 - recipe.sync.target_comm_share, recipe.sync.H, best, rule)) {
+      std::printf("\nrecommended (goal %s): none: no codec and overlap reaches it with H in [%d, %d]\n",
+                  options.goal.c_str(), in.h_min, in.h_max);
+      return 0;
+    }
+    std::printf("\nrecommended (goal %s; %s):\n  %s, overlap %s, H %d: round %.3f s, exposed communication %.3f s, "
+                "utilization %.1f%%, %.0f bytes per round, %.3g bytes per 1B tokens\n",
+                options.goal.c_str(), rule.c_str(), best.codec.c_str(), best.overlap.c_str(), best.H, best.round_s,
+                best.exposed_s, 100.0 * best.utilization, best.bytes_per_round, best.bytes_per_billion_tokens);
+    std::printf("as flags:\n  %s\nas a recipe fragment:\n%s", as_sets(best).c_str(), as_toml(best).c_str());
+  } catch (const RecipeError& e) {
+    std::cerr << "diloco: error: " << e.what() << std::endl;
+    return 2;
   }
-  std::printf("round_s = H * step + sync_s; share = sync_s / round_s; bytes/round: all site leaders together;\n"
-              "util = compute share of a blocking round. '<- overhead': smallest H meeting sync.target_comm_share.\n");
   return 0;
 }
 

@@ -14,6 +14,7 @@ struct PlanOptions {
   std::string links_file;         // links.json from `diloco probe`; empty: the recipe's [links]
   std::optional<double> step_s;   // inner-step time; unset: measured here
   std::string cluster_file;       // a cluster file from `diloco probe --all-ranks`: sites, links and step times from it
+  std::string goal;               // "utilization=U", "bytes" or "time": print the plan it picks; empty: none
 };
 
 // The recipe's model built on `device`: its parameter count and (with

@@ -36,6 +36,25 @@ grep -q "^site 0: ranks 0,1;" "$WORK/plan6.txt" && grep -q "^site 1: ranks 2,3;"
   && grep -q "^plan for quickstart: 3 sites, .* inner step 0.1000 s (the cluster's slowest rank)" "$WORK/plan6.txt" \
   && pass "plan --cluster: 3 sites cut at the drop, the slowest rank's step" || { cat "$WORK/plan6.txt"; fail "plan6"; }
 
+# A goal: the plan it picks, as flags a recipe takes.
+"$DILOCO_BIN" plan recipes/quickstart.toml --cluster "$WORK/six.json" --goal utilization=0.9 > "$WORK/goal.txt" 2>&1 \
+  || { cat "$WORK/goal.txt"; fail "plan --goal"; }
+flags=$(grep -A1 "^as flags:" "$WORK/goal.txt" | tail -1 | sed "s/^ *//")
+grep -q "^recommended (goal utilization=0.9; the smallest H reaching utilization 0.900" "$WORK/goal.txt" \
+  && [[ $flags == --set* ]] && pass "plan --goal utilization=0.9 recommends a plan" || { cat "$WORK/goal.txt"; fail "goal"; }
+# shellcheck disable=SC2086  # the flags are words
+"$DILOCO_BIN" check recipes/quickstart.toml $flags --set topology.sites=3 > /dev/null 2>&1 \
+  && pass "the recommended flags make a valid recipe ($flags)" || fail "recommended flags refused: $flags"
+expect_exit 2 "--goal must be utilization=U, bytes or time" "an unknown goal" -- \
+  "$DILOCO_BIN" plan recipes/quickstart.toml --cluster "$WORK/six.json" --goal speed
+# The DiLoCo paper's 150M model on 3 sites of 2 ranks at 1 Gbit/s, 100 Mbit/s, 20 Mbit/s.
+printf '[run]\nname = "paper-150m"\n[model]\npreset = "diloco-150m"\n[data]\nbatch_size = 16\n[topology]\nsites = 3\n' \
+  > "$WORK/p150.toml"
+"$DILOCO_BIN" plan "$WORK/p150.toml" --cluster "$WORK/six.json" \
+  --goal bytes > "$WORK/plan150.txt" 2>&1 && grep -q "^plan for paper-150m: 3 sites, 1[45][0-9]\{7\} params" "$WORK/plan150.txt" \
+  && grep -q "^recommended (goal bytes" "$WORK/plan150.txt" && pass "plan for the 150M model recommends a plan" \
+  || { cat "$WORK/plan150.txt"; fail "plan of the 150M model"; }
+
 mpi 6 "$DILOCO_BIN" train recipes/quickstart.toml --set 'topology.site_by="links"' \
   --set "topology.cluster=\"$WORK/six.json\"" --set topology.sites=3 --set outer.rounds=1 --set sync.H=5 \
   --set data.batch_size=4 --out "$WORK/train6" > "$WORK/train6.log" 2>&1 || { cat "$WORK/train6.log"; fail "train by links"; }

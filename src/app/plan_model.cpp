@@ -1,0 +1,190 @@
+// The planner's round model and the choice a goal makes (see plan_model.h).
+#include "app/plan_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "app/recipe.h"
+#include "diloco/compression/codec.h"
+
+namespace diloco::app {
+namespace {
+
+double transfer(const comm::LinkEstimate& l, double bytes) {
+  return l.latency_s + (l.bandwidth_bytes_per_s > 0.0 ? bytes / l.bandwidth_bytes_per_s : 0.0);
+}
+
+struct Exchange {
+  double seconds = 0.0;
+  double bytes = 0.0;  // all leaders together
+  bool ring = false;
+};
+
+// One exchange of `values` values with `codec` between the leaders.
+Exchange exchange(const PlanInputs& in, const compression::Codec& codec, std::size_t values) {
+  const int n = static_cast<int>(in.links.size());
+  Exchange e;
+  if (n < 2) return e;
+  double metadata = 0.0;  // the weight and report gathers: one small message each
+  double gather = 0.0, hop = 0.0;
+  const double payload = static_cast<double>(codec.payload_size(values)) + 8.0;
+  const double chunk = static_cast<double>(codec.payload_size((values + n - 1) / n));
+  for (int a = 0; a < n; ++a) {
+    hop = std::max(hop, transfer(in.links[a][(a + 1) % n], chunk));
+    for (int b = 0; b < n; ++b)
+      if (a != b) {
+        metadata = std::max(metadata, 2.0 * transfer(in.links[a][b], 64));
+        gather = std::max(gather, transfer(in.links[a][b], payload));
+      }
+  }
+  // As the exchange decides: the ring when it sends fewer bytes (never for 2 sites).
+  e.ring = n >= 3 && 2.0 * (n - 1) * chunk < (n - 1) * payload;
+  e.seconds = metadata + (e.ring ? 2.0 * (n - 1) * hop : gather);
+  e.bytes = e.ring ? 2.0 * (n - 1) * chunk * n : static_cast<double>(n - 1) * payload * n;
+  return e;
+}
+
+std::unique_ptr<compression::Codec> codec_of(const PlanInputs& in, const std::string& name) {
+  compression::CodecConfig config;
+  config.name = name;
+  config.block = in.block;
+  config.topk_ratio = in.topk_ratio;
+  std::string error;
+  auto codec = compression::make_codec(config, &error);
+  if (!codec) throw RecipeError("plan: codec " + name + ": " + error);
+  return codec;
+}
+
+int overlap_rank(const std::string& o) { return o == "none" ? 0 : (o == "delayed" ? 1 : 2); }
+
+}  // namespace
+
+PlanCandidate evaluate(const PlanInputs& in, const std::string& codec_name, const std::string& overlap, int H) {
+  const auto codec = codec_of(in, codec_name);
+  PlanCandidate c;
+  c.codec = codec_name;
+  c.overlap = overlap;
+  c.H = H;
+  const double compute = H * in.step_s;
+  if (overlap == "streaming") {
+    c.fragments = std::max(1, std::min({in.fragments, in.layers, H}));
+    c.tau = std::max(1, std::min(H / c.fragments, 5));
+    const auto one = exchange(in, *codec, (in.params + c.fragments - 1) / c.fragments);
+    c.ring = one.ring;
+    c.sync_s = c.fragments * one.seconds;
+    c.exposed_s = c.fragments * std::max(0.0, one.seconds - c.tau * in.step_s);
+    c.bytes_per_round = c.fragments * one.bytes;
+  } else {
+    const auto whole = exchange(in, *codec, in.params);
+    c.ring = whole.ring;
+    c.sync_s = whole.seconds;
+    c.exposed_s = overlap == "delayed" ? std::max(0.0, whole.seconds - compute) : whole.seconds;
+    c.bytes_per_round = whole.bytes;
+  }
+  c.round_s = compute + c.exposed_s;
+  c.utilization = c.round_s > 0.0 ? compute / c.round_s : 1.0;
+  const double tokens = H * in.tokens_per_step;
+  c.bytes_per_billion_tokens = tokens > 0.0 ? c.bytes_per_round / tokens * 1e9 : 0.0;
+  return c;
+}
+
+PlanGoal parse_goal(const std::string& text) {
+  PlanGoal g;
+  if (text == "bytes") {
+    g.kind = PlanGoal::Kind::kBytes;
+  } else if (text == "time") {
+    g.kind = PlanGoal::Kind::kTime;
+  } else if (text.rfind("utilization=", 0) == 0) {
+    const std::string v = text.substr(12);
+    char* end = nullptr;
+    g.utilization = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || !(g.utilization > 0.0 && g.utilization < 1.0))
+      throw RecipeError("--goal utilization=U needs U in (0, 1), got '" + v + "'");
+  } else {
+    throw RecipeError("--goal must be utilization=U, bytes or time, got '" + text + "'");
+  }
+  return g;
+}
+
+bool recommend(const PlanInputs& in, const std::vector<std::string>& codecs, const PlanGoal& goal, double floor,
+               int recipe_H, PlanCandidate& best, std::string& rule) {
+  bool found = false;
+  auto better = [&](const PlanCandidate& c, std::size_t codec_index, std::size_t best_index) {
+    if (!found) return true;
+    switch (goal.kind) {
+      case PlanGoal::Kind::kUtilization:
+        if (c.H != best.H) return c.H < best.H;
+        break;
+      case PlanGoal::Kind::kBytes:
+        if (c.bytes_per_billion_tokens != best.bytes_per_billion_tokens)
+          return c.bytes_per_billion_tokens < best.bytes_per_billion_tokens;
+        if (c.H != best.H) return c.H < best.H;
+        break;
+      case PlanGoal::Kind::kTime:
+        if (std::abs(c.utilization - best.utilization) > 1e-9) return c.utilization > best.utilization;
+        if (c.bytes_per_round != best.bytes_per_round) return c.bytes_per_round < best.bytes_per_round;
+        break;
+    }
+    if (codec_index != best_index) return codec_index < best_index;
+    return overlap_rank(c.overlap) < overlap_rank(best.overlap);
+  };
+  std::size_t best_index = 0;
+  for (std::size_t i = 0; i < codecs.size(); ++i)
+    for (const char* overlap : {"none", "delayed", "streaming"}) {
+      if (goal.kind == PlanGoal::Kind::kTime) {
+        const auto c = evaluate(in, codecs[i], overlap, recipe_H);
+        if (better(c, i, best_index)) best = c, best_index = i, found = true;
+        continue;
+      }
+      const double need = goal.kind == PlanGoal::Kind::kUtilization ? goal.utilization : floor;
+      // Utilization grows with H in every mode: the smallest H that reaches
+      // it, by bisection over [h_min, h_max].
+      int lo = in.h_min, hi = in.h_max;
+      if (evaluate(in, codecs[i], overlap, hi).utilization < need) continue;
+      while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (evaluate(in, codecs[i], overlap, mid).utilization >= need) hi = mid;
+        else lo = mid + 1;
+      }
+      const auto c = evaluate(in, codecs[i], overlap, lo);
+      if (better(c, i, best_index)) best = c, best_index = i, found = true;
+    }
+  char line[256];
+  switch (goal.kind) {
+    case PlanGoal::Kind::kUtilization:
+      std::snprintf(line, sizeof line,
+                    "the smallest H reaching utilization %.3f; ties to the codec listed first, then blocking, "
+                    "delayed, streaming", goal.utilization);
+      break;
+    case PlanGoal::Kind::kBytes:
+      std::snprintf(line, sizeof line,
+                    "the fewest bytes per token with utilization >= %.3f (1 - sync.target_comm_share), "
+                    "each mode at the smallest H reaching it", floor);
+      break;
+    case PlanGoal::Kind::kTime:
+      std::snprintf(line, sizeof line, "the highest utilization at the recipe's H = %d; ties to fewer bytes", recipe_H);
+      break;
+  }
+  rule = line;
+  return found;
+}
+
+std::string as_sets(const PlanCandidate& c) {
+  std::string s = "--set compression.codec=" + c.codec + " --set sync.H=" + std::to_string(c.H) +
+                  " --set sync.overlap=" + c.overlap;
+  if (c.overlap == "streaming")
+    s += " --set sync.fragments=" + std::to_string(c.fragments) + " --set sync.overlap_steps=" + std::to_string(c.tau);
+  return s;
+}
+
+std::string as_toml(const PlanCandidate& c) {
+  std::string s = "[compression]\ncodec = \"" + c.codec + "\"\n[sync]\nH = " + std::to_string(c.H) +
+                  "\noverlap = \"" + c.overlap + "\"\n";
+  if (c.overlap == "streaming")
+    s += "fragments = " + std::to_string(c.fragments) + "\noverlap_steps = " + std::to_string(c.tau) + "\n";
+  return s;
+}
+
+}  // namespace diloco::app

@@ -1,0 +1,75 @@
+// The planner's model of a round (no torch, no MPI): from the links between
+// site leaders, the parameter count and the slowest step time, the time,
+// exposed communication, utilization and bytes of each candidate (codec,
+// overlap mode, H), and the one a stated goal picks.
+//
+// Exchange: the metadata gathers (one small message each way) plus the
+// payload on the slowest link, all-gather (n - 1 payloads from every site)
+// or, where it sends fewer bytes, the ring (2 (n - 1) hops of a 1/n chunk).
+// Overlap: blocking exposes the whole exchange; delayed runs a round's
+// exchange during the next round's H steps (exposed: what H steps do not
+// cover); streaming syncs F fragments of about P/F values in turn, each
+// overlapping tau steps (exposed: F times what tau steps do not cover).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "comm/link_probe.h"
+
+namespace diloco::app {
+
+struct PlanInputs {
+  std::vector<std::vector<comm::LinkEstimate>> links;  // between site leaders
+  std::size_t params = 0;
+  double step_s = 0.0;                // the slowest rank's inner step
+  double tokens_per_step = 0.0;       // all sites together
+  std::uint32_t block = 256;          // codec settings of the recipe
+  double topk_ratio = 0.1;
+  int h_min = 1, h_max = 100000;
+  int fragments = 2;                  // streaming candidates
+  int layers = 1;                     // fragments are whole layers: at most this many
+};
+
+struct PlanCandidate {
+  std::string codec;
+  std::string overlap;  // "none", "delayed", "streaming"
+  int H = 1;
+  int fragments = 1;
+  int tau = 0;
+  bool ring = false;
+  double sync_s = 0.0;     // one whole exchange (streaming: all fragments' together)
+  double exposed_s = 0.0;  // of it, what the round waits for
+  double round_s = 0.0;
+  double utilization = 0.0;
+  double bytes_per_round = 0.0;  // all site leaders together
+  double bytes_per_billion_tokens = 0.0;
+};
+
+// One candidate's numbers.
+PlanCandidate evaluate(const PlanInputs& in, const std::string& codec, const std::string& overlap, int H);
+
+// A goal: "utilization=U" (U in (0, 1)), "bytes" or "time".
+struct PlanGoal {
+  enum class Kind { kUtilization, kBytes, kTime } kind = Kind::kUtilization;
+  double utilization = 0.95;
+};
+// Throws RecipeError for anything else, naming --goal.
+PlanGoal parse_goal(const std::string& text);
+
+// The plan the goal picks among `codecs` (in order of preference: the codec
+// that keeps more of the pseudo-gradient first) and the three overlap modes,
+// and the rule that picked it (one line):
+//   utilization=U: the smallest H reaching U (DiLoCo's loss grows with H);
+//     ties to the earlier codec, then blocking, delayed, streaming (fresher).
+//   bytes: the fewest bytes per token with utilization >= `floor`.
+//   time: the highest utilization at H = `recipe_H`; ties to fewer bytes.
+// Returns false when no candidate meets the goal within [h_min, h_max].
+bool recommend(const PlanInputs& in, const std::vector<std::string>& codecs, const PlanGoal& goal, double floor,
+               int recipe_H, PlanCandidate& best, std::string& rule);
+
+// `--set` arguments and a TOML fragment that make a recipe run `c`.
+std::string as_sets(const PlanCandidate& c);
+std::string as_toml(const PlanCandidate& c);
+
+}  // namespace diloco::app

@@ -1,0 +1,110 @@
+// The planner's round model: the exchange on the slowest link, what each
+// overlap mode exposes, and the plan each goal picks.
+#include <gtest/gtest.h>
+
+#include "app/plan_model.h"
+#include "app/recipe.h"
+#include "diloco/compression/codec.h"
+
+using namespace diloco::app;
+
+namespace {
+
+// n sites, every pair at `mbps` and `latency_ms`.
+PlanInputs inputs(int n, double mbps, double latency_ms, std::size_t params, double step_s) {
+  PlanInputs in;
+  in.links.assign(n, std::vector<diloco::comm::LinkEstimate>(n, {latency_ms / 1e3, mbps * 1e6 / 8.0}));
+  in.params = params;
+  in.step_s = step_s;
+  in.tokens_per_step = 1024.0 * n;
+  in.layers = 8;
+  in.fragments = 4;
+  return in;
+}
+
+}  // namespace
+
+TEST(PlanModelTest, BlockingExposesTheWholeExchangeOnTheSlowestLink) {
+  auto in = inputs(2, 100.0, 50.0, 1000000, 0.1);
+  in.links[0][1].bandwidth_bytes_per_s = in.links[1][0].bandwidth_bytes_per_s = 20e6 / 8.0;  // the slow pair
+  const auto c = evaluate(in, "none", "none", 10);
+  const double payload = static_cast<double>(diloco::compression::make_codec("none")->payload_size(1000000)) + 8.0;
+  const double metadata = 2.0 * (0.05 + 64.0 / 2.5e6);
+  EXPECT_NEAR(c.sync_s, metadata + 0.05 + payload / 2.5e6, 1e-12);
+  EXPECT_DOUBLE_EQ(c.exposed_s, c.sync_s);
+  EXPECT_NEAR(c.round_s, 1.0 + c.sync_s, 1e-12);
+  EXPECT_NEAR(c.utilization, 1.0 / c.round_s, 1e-12);
+  EXPECT_DOUBLE_EQ(c.bytes_per_round, 2.0 * payload);
+  EXPECT_NEAR(c.bytes_per_billion_tokens, c.bytes_per_round / (10 * 2048.0) * 1e9, 1e-3);
+}
+
+TEST(PlanModelTest, DelayedAndStreamingHideWhatComputeCovers) {
+  const auto in = inputs(2, 100.0, 50.0, 4000000, 0.1);
+  const auto blocking = evaluate(in, "int8", "none", 30);
+  const auto delayed = evaluate(in, "int8", "delayed", 30);
+  EXPECT_DOUBLE_EQ(delayed.exposed_s, std::max(0.0, blocking.sync_s - 3.0));
+  EXPECT_DOUBLE_EQ(evaluate(in, "int8", "delayed", 2).exposed_s, blocking.sync_s - 0.2);
+  const auto streaming = evaluate(in, "int8", "streaming", 20);
+  EXPECT_EQ(streaming.fragments, 4);
+  EXPECT_EQ(streaming.tau, 5);  // min(H / fragments, 5)
+  const double one = streaming.sync_s / 4.0;
+  EXPECT_NEAR(streaming.exposed_s, 4.0 * std::max(0.0, one - 0.5), 1e-12);
+  EXPECT_EQ(evaluate(in, "int8", "streaming", 8).tau, 2);
+}
+
+TEST(PlanModelTest, UtilizationGoalTakesTheSmallestHThatReachesIt) {
+  const auto in = inputs(3, 100.0, 30.0, 2000000, 0.05);
+  PlanCandidate best;
+  std::string rule;
+  ASSERT_TRUE(recommend(in, {"none", "fp16", "int8"}, parse_goal("utilization=0.9"), 0.95, 20, best, rule));
+  EXPECT_GE(best.utilization, 0.9);
+  EXPECT_LT(evaluate(in, best.codec, best.overlap, best.H - 1).utilization, 0.9);
+  // No listed codec and mode reaches 0.9 with a smaller H.
+  for (const char* codec : {"none", "fp16", "int8"})
+    for (const char* overlap : {"none", "delayed", "streaming"})
+      EXPECT_LT(evaluate(in, codec, overlap, best.H - 1).utilization, 0.9) << codec << " " << overlap;
+  EXPECT_NE(rule.find("smallest H"), std::string::npos);
+}
+
+TEST(PlanModelTest, BytesGoalTakesTheFewestBytesPerTokenAboveTheFloor) {
+  const auto in = inputs(2, 100.0, 30.0, 2000000, 0.05);
+  PlanCandidate best;
+  std::string rule;
+  ASSERT_TRUE(recommend(in, {"none", "int8", "int4"}, parse_goal("bytes"), 0.95, 20, best, rule));
+  EXPECT_GE(best.utilization, 0.95);
+  EXPECT_EQ(best.codec, "int4");
+  PlanCandidate time_best;
+  ASSERT_TRUE(recommend(in, {"none", "int8"}, parse_goal("time"), 0.95, 20, time_best, rule));
+  EXPECT_EQ(time_best.H, 20);
+  for (const char* overlap : {"none", "delayed", "streaming"})
+    EXPECT_LE(evaluate(in, "none", overlap, 20).utilization, time_best.utilization + 1e-12);
+}
+
+TEST(PlanModelTest, AGoalNoPlanReachesIsSaid) {
+  auto in = inputs(2, 1.0, 500.0, 100000000, 0.001);
+  in.h_max = 10;
+  PlanCandidate best;
+  std::string rule;
+  EXPECT_FALSE(recommend(in, {"none"}, parse_goal("utilization=0.99"), 0.95, 10, best, rule));
+}
+
+TEST(PlanModelTest, GoalsAreParsedOrRefused) {
+  EXPECT_DOUBLE_EQ(parse_goal("utilization=0.95").utilization, 0.95);
+  EXPECT_EQ(parse_goal("bytes").kind, PlanGoal::Kind::kBytes);
+  EXPECT_THROW(parse_goal("utilization=1.5"), RecipeError);
+  EXPECT_THROW(parse_goal("utilization="), RecipeError);
+  EXPECT_THROW(parse_goal("speed"), RecipeError);
+}
+
+TEST(PlanModelTest, TheFragmentSetsWhatThePlanNeeds) {
+  PlanCandidate c;
+  c.codec = "int8";
+  c.overlap = "streaming";
+  c.H = 40;
+  c.fragments = 4;
+  c.tau = 5;
+  EXPECT_EQ(as_sets(c), "--set compression.codec=int8 --set sync.H=40 --set sync.overlap=streaming "
+                        "--set sync.fragments=4 --set sync.overlap_steps=5");
+  EXPECT_NE(as_toml(c).find("[sync]\nH = 40\noverlap = \"streaming\"\nfragments = 4\noverlap_steps = 5\n"),
+            std::string::npos);
+}
