@@ -1,6 +1,7 @@
 // MPI backend: every call checked through DILOCO_MPI_CHECK; large buffers are
 // split into chunks because MPI counts are ints.
 #include "comm/mpi_communicator.h"
+#include "comm/operation_buffers.h"
 
 #include <algorithm>
 #include <climits>
@@ -176,14 +177,19 @@ void MpiCommunicator::check_deadline(std::chrono::steady_clock::time_point since
                        ")", current_world_rank());
 }
 
+// Between sites (a deadline), every operation below works on buffers of its
+// own (operation_buffers.h): the caller's are copied in and out.
 template <class T>
 void MpiCommunicator::all_reduce_chunks(std::span<T> data) {
-  for (std::size_t off = 0; off < data.size(); off += kMaxChunk) {
-    const int n = static_cast<int>(std::min(kMaxChunk, data.size() - off));
+  OperationBuffers own;
+  const std::span<T> work = gives_up() ? own.copy_of(std::span<const T>(data)) : data;
+  for (std::size_t off = 0; off < work.size(); off += kMaxChunk) {
+    const int n = static_cast<int>(std::min(kMaxChunk, work.size() - off));
     MPI_Request request;
-    DILOCO_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data.data() + off, n, mpi_type<T>(), MPI_SUM, comm_, &request));
+    DILOCO_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, work.data() + off, n, mpi_type<T>(), MPI_SUM, comm_, &request));
     complete(request);
   }
+  if (work.data() != data.data()) std::copy(work.begin(), work.end(), data.begin());
 }
 
 void MpiCommunicator::all_reduce_sum(std::span<float> data) {
@@ -217,12 +223,15 @@ std::unique_ptr<Work> MpiCommunicator::all_reduce_sum_async(std::span<float> dat
 void MpiCommunicator::broadcast(std::span<std::byte> data, int root) {
   if (size_ == 1) return;
   Watchdog::Guard guard(watchdog_, "broadcast");
-  for (std::size_t off = 0; off < data.size(); off += kMaxChunk) {
-    const int n = static_cast<int>(std::min(kMaxChunk, data.size() - off));
+  OperationBuffers own;
+  const std::span<std::byte> work = gives_up() ? own.copy(data) : data;
+  for (std::size_t off = 0; off < work.size(); off += kMaxChunk) {
+    const int n = static_cast<int>(std::min(kMaxChunk, work.size() - off));
     MPI_Request request;
-    DILOCO_MPI_CHECK(MPI_Ibcast(data.data() + off, n, MPI_BYTE, root, comm_, &request));
+    DILOCO_MPI_CHECK(MPI_Ibcast(work.data() + off, n, MPI_BYTE, root, comm_, &request));
     complete(request);
   }
+  if (work.data() != data.data()) std::copy(work.begin(), work.end(), data.begin());
   if (rank_ == root) traffic_.bytes_sent += (size_ - 1) * data.size();
   traffic_.messages += 1;
 }
@@ -236,13 +245,18 @@ std::vector<std::vector<std::byte>> MpiCommunicator::all_gather(std::span<const 
   if (mine.size() > static_cast<std::size_t>(INT_MAX))
     throw CommError("all_gather: buffer of " + std::to_string(mine.size()) + " bytes exceeds the MPI count limit", current_world_rank());
   Watchdog::Guard guard(watchdog_, "all-gather");
-  long long my_len = static_cast<long long>(mine.size());
-  std::vector<long long> lengths(size_);
+  OperationBuffers own;
+  const std::span<const std::byte> sent = gives_up() ? own.copy(mine) : mine;
+  // Lengths, then this rank's; counts and displacements: all the
+  // operation's own, since a collective given up may still read or write them.
+  const auto lengths = own.make_of<long long>(static_cast<std::size_t>(size_) + 1);
+  lengths[static_cast<std::size_t>(size_)] = static_cast<long long>(mine.size());
   MPI_Request request;
-  DILOCO_MPI_CHECK(MPI_Iallgather(&my_len, 1, MPI_LONG_LONG, lengths.data(), 1, MPI_LONG_LONG, comm_, &request));
+  DILOCO_MPI_CHECK(MPI_Iallgather(&lengths[static_cast<std::size_t>(size_)], 1, MPI_LONG_LONG, lengths.data(), 1,
+                                  MPI_LONG_LONG, comm_, &request));
   complete(request);
-  std::vector<int> counts(size_);
-  std::vector<int> displs(size_);
+  const auto counts = own.make_of<int>(static_cast<std::size_t>(size_));
+  const auto displs = own.make_of<int>(static_cast<std::size_t>(size_));
   long long total = 0;
   for (int r = 0; r < size_; ++r) {
     if (total + lengths[r] > INT_MAX)
@@ -251,8 +265,8 @@ std::vector<std::vector<std::byte>> MpiCommunicator::all_gather(std::span<const 
     displs[r] = static_cast<int>(total);
     total += lengths[r];
   }
-  std::vector<std::byte> flat(static_cast<std::size_t>(total));
-  DILOCO_MPI_CHECK(MPI_Iallgatherv(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, flat.data(),
+  const auto flat = own.make(static_cast<std::size_t>(total));
+  DILOCO_MPI_CHECK(MPI_Iallgatherv(sent.data(), static_cast<int>(sent.size()), MPI_BYTE, flat.data(),
                                    counts.data(), displs.data(), MPI_BYTE, comm_, &request));
   complete(request);
   for (int r = 0; r < size_; ++r)
@@ -267,8 +281,10 @@ std::vector<std::byte> MpiCommunicator::send_recv(std::span<const std::byte> dat
     throw CommError("send_recv: message of " + std::to_string(data.size()) + " bytes exceeds the MPI count limit",
                     current_world_rank());
   Watchdog::Guard guard(watchdog_, "ring exchange");
+  OperationBuffers own;
+  const std::span<const std::byte> sent = gives_up() ? own.copy(data) : data;
   MPI_Request request;
-  DILOCO_MPI_CHECK(MPI_Isend(data.data(), static_cast<int>(data.size()), MPI_BYTE, dest, tag, comm_, &request));
+  DILOCO_MPI_CHECK(MPI_Isend(sent.data(), static_cast<int>(sent.size()), MPI_BYTE, dest, tag, comm_, &request));
   MPI_Status status;
   MPI_Message message;
   if (polls()) {
@@ -286,24 +302,26 @@ std::vector<std::byte> MpiCommunicator::send_recv(std::span<const std::byte> dat
   }
   int count = 0;
   DILOCO_MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &count));
-  std::vector<std::byte> in(static_cast<std::size_t>(count));
+  const auto in = own.make(static_cast<std::size_t>(count));
   MPI_Request receive;
   DILOCO_MPI_CHECK(MPI_Imrecv(in.data(), count, MPI_BYTE, &message, &receive));
   complete(receive);
   complete(request);
   traffic_.bytes_sent += data.size();
   traffic_.messages += 1;
-  return in;
+  return {in.begin(), in.end()};
 }
 
 void MpiCommunicator::send(std::span<const std::byte> data, int dest, int tag) {
   Watchdog::Guard guard(watchdog_, "send");
-  for (std::size_t off = 0; off < data.size() || off == 0; off += kMaxChunk) {
-    const int n = static_cast<int>(std::min(kMaxChunk, data.size() - off));
+  OperationBuffers own;
+  const std::span<const std::byte> sent = gives_up() ? own.copy(data) : data;
+  for (std::size_t off = 0; off < sent.size() || off == 0; off += kMaxChunk) {
+    const int n = static_cast<int>(std::min(kMaxChunk, sent.size() - off));
     MPI_Request request;
-    DILOCO_MPI_CHECK(MPI_Isend(data.data() + off, n, MPI_BYTE, dest, tag, comm_, &request));
+    DILOCO_MPI_CHECK(MPI_Isend(sent.data() + off, n, MPI_BYTE, dest, tag, comm_, &request));
     complete(request);
-    if (data.empty()) break;
+    if (sent.empty()) break;
   }
   traffic_.bytes_sent += data.size();
   traffic_.messages += 1;
@@ -311,11 +329,13 @@ void MpiCommunicator::send(std::span<const std::byte> data, int dest, int tag) {
 
 void MpiCommunicator::recv(std::span<std::byte> data, int source, int tag) {
   Watchdog::Guard guard(watchdog_, "receive");
+  OperationBuffers own;
+  const std::span<std::byte> into = gives_up() ? own.make(data.size()) : data;
   for (std::size_t off = 0; off < data.size() || off == 0; off += kMaxChunk) {
     const int n = static_cast<int>(std::min(kMaxChunk, data.size() - off));
     MPI_Status status;
     MPI_Request request;
-    DILOCO_MPI_CHECK(MPI_Irecv(data.data() + off, n, MPI_BYTE, source, tag, comm_, &request));
+    DILOCO_MPI_CHECK(MPI_Irecv(into.data() + off, n, MPI_BYTE, source, tag, comm_, &request));
     complete(request, &status);
     int received = 0;
     MPI_Get_count(&status, MPI_BYTE, &received);
@@ -324,6 +344,7 @@ void MpiCommunicator::recv(std::span<std::byte> data, int source, int tag) {
                           ", got " + std::to_string(received), current_world_rank());
     if (data.empty()) break;
   }
+  if (into.data() != data.data()) std::copy(into.begin(), into.end(), data.begin());
 }
 
 void MpiCommunicator::barrier() {

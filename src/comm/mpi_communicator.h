@@ -135,6 +135,9 @@ class MpiCommunicator final : public Communicator {
   int alarm_tag_ = -1;
 
   bool polls() const { return yield_while_waiting_ || deadline_s_ > 0.0; }
+  // Whether a wait may give up, leaving its operation to the transport: such
+  // operations work on buffers of their own (operation_buffers.h).
+  bool gives_up() const { return deadline_s_ > 0.0; }
   // In deadline mode: throws PeerLost when the wait that began at `since`
   // has lasted too long or an alarm is waiting.
   void check_deadline(std::chrono::steady_clock::time_point since, const char* what);
