@@ -90,6 +90,7 @@ Cluster read_cluster(const std::string& path) {
     n.step_s = number_at(node, "step_s", at);
     if (n.memory_bytes <= 0.0) throw RecipeError(at + ".memory_bytes must be > 0");
     if (n.step_s <= 0.0) throw RecipeError(at + ".step_s must be > 0");
+    if (node.contains("runtime_bytes")) n.runtime_bytes = number_at(node, "runtime_bytes", at);
   }
   c.links = parse_link_pairs(doc["links"], count, path, "ranks");
   return c;
@@ -98,12 +99,14 @@ Cluster read_cluster(const std::string& path) {
 nlohmann::ordered_json cluster_json(const Cluster& cluster) {
   nlohmann::ordered_json doc;
   doc["nodes"] = nlohmann::ordered_json::array();
-  for (const auto& n : cluster.nodes)
+  for (const auto& n : cluster.nodes) {
     doc["nodes"].push_back({{"rank", n.rank},
                             {"host", n.host},
                             {"device", n.device},
                             {"memory_bytes", n.memory_bytes},
                             {"step_s", n.step_s}});
+    if (n.runtime_bytes > 0.0) doc["nodes"].back()["runtime_bytes"] = n.runtime_bytes;
+  }
   doc["links"] = link_pairs_json(cluster.links);
   return doc;
 }

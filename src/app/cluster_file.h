@@ -3,6 +3,8 @@
 // time) and every pair of ranks' link, as JSON.
 //   {"nodes": [{"rank", "host", "device", "memory_bytes", "step_s"}, ...],
 //    "links": [{"a", "b", "latency_ms", "bandwidth_mbps"}, ...]}
+// A node may also give "runtime_bytes": the rank's resident memory before
+// any model (libtorch, MPI, the process), which the planner adds.
 #pragma once
 
 #include <string>
@@ -20,6 +22,7 @@ struct ClusterNode {
   std::string device;        // "cpu" or "cuda:N"
   double memory_bytes = 0;   // what this rank may use: host memory, or the GPU's
   double step_s = 0;         // the recipe's inner step, measured on this rank
+  double runtime_bytes = 0;  // resident before any model; 0: not given
 };
 
 struct Cluster {

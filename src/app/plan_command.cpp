@@ -16,8 +16,10 @@
 
 #include "diloco/compression/codec.h"
 #include "app/cluster_file.h"
+#include "app/plan_memory.h"
 #include "app/plan_model.h"
 #include "comm/site_partition.h"
+#include "comm/topology.h"
 #include "app/train_command.h"
 #include "inner/inner_loop.h"
 
@@ -67,11 +69,13 @@ std::vector<std::vector<PairLink>> links_from_recipe(const Recipe& r) {
 // time (a blocking round waits for it).
 struct ClusterSites {
   int ranks = 0;
+  std::vector<ClusterNode> nodes;
+  std::vector<bool> leader;  // by rank
   std::vector<std::vector<PairLink>> leader_links;
   double slowest_step_s = 0.0;
 };
 
-ClusterSites sites_from_cluster(const std::string& path, double gap) {
+ClusterSites sites_from_cluster(const std::string& path, double gap, int recipe_sites) {
   const Cluster cluster = read_cluster(path);
   std::printf("cluster %s: %zu ranks\n%5s %-16s %-8s %10s %10s\n", path.c_str(), cluster.nodes.size(), "rank", "host",
               "device", "memory_GB", "step_s");
@@ -82,22 +86,121 @@ ClusterSites sites_from_cluster(const std::string& path, double gap) {
                 node.memory_bytes / 1e9, node.step_s);
     out.slowest_step_s = std::max(out.slowest_step_s, node.step_s);
   }
-  const auto p = comm::partition_by_links(bandwidth_matrix(cluster.links), gap);
+  auto p = comm::partition_by_links(bandwidth_matrix(cluster.links), gap);
   std::printf("sites by links (topology.link_gap = %.1f):\n%s", gap, p.explanation.c_str());
+  // No link stands out (every rank its own datacenter, say): the recipe's
+  // sites, as contiguous blocks of ranks, which is how it would train.
+  const bool blocks = p.num_sites == 1 && recipe_sites > 1 && recipe_sites <= out.ranks;
+  if (blocks) {
+    const auto t = comm::Topology::split(0, out.ranks, recipe_sites);
+    p.site_of_rank = t.site_of_rank;
+    p.num_sites = recipe_sites;
+    std::printf("one site by links; planning the recipe's topology.sites = %d as blocks of ranks instead\n",
+                recipe_sites);
+  }
   std::vector<int> leader(static_cast<std::size_t>(p.num_sites), -1);
+  out.nodes = cluster.nodes;
+  out.leader.assign(cluster.nodes.size(), false);
   for (int r = 0; r < static_cast<int>(p.site_of_rank.size()); ++r)
-    if (leader[p.site_of_rank[r]] < 0) leader[p.site_of_rank[r]] = r;
+    if (leader[p.site_of_rank[r]] < 0) {
+      leader[p.site_of_rank[r]] = r;
+      out.leader[static_cast<std::size_t>(r)] = true;
+    }
   out.leader_links.assign(leader.size(), std::vector<PairLink>(leader.size()));
   for (std::size_t a = 0; a < leader.size(); ++a)
     for (std::size_t b = 0; b < leader.size(); ++b)
       if (a != b) out.leader_links[a][b] = cluster.links[leader[a]][leader[b]];
-  std::printf("to train on them: --set topology.site_by=links --set topology.cluster=%s\n\n", path.c_str());
+  if (blocks)
+    std::printf("to train on them: topology.site_by = \"block\" (the default) with topology.sites = %d\n\n", recipe_sites);
+  else
+    std::printf("to train on them: --set topology.site_by=links --set topology.cluster=%s\n\n", path.c_str());
   return out;
+}
+
+const char* overlap_name(outer::OverlapMode m) {
+  return m == outer::OverlapMode::kNone ? "none" : (m == outer::OverlapMode::kDelayed ? "delayed" : "streaming");
+}
+
+// The memory model's inputs for the recipe with `codec` and `overlap`.
+MemoryInputs memory_inputs(const Recipe& r, double params, int sites, double runtime, const std::string& codec,
+                           const std::string& overlap, int fragments) {
+  MemoryInputs m;
+  m.model = r.model;
+  m.params = params;
+  m.batch = r.data.batch_size;
+  m.bf16 = r.devices.precision == inner::Precision::kBf16;
+  m.cuda = r.devices.device == inner::DeviceSetting::kCuda;
+  m.codec = codec;
+  m.block = static_cast<std::uint32_t>(r.compression.block);
+  m.topk_ratio = r.compression.topk_ratio;
+  // Unset in the recipe means on for a lossy codec.
+  m.error_feedback = codec != "none" && r.compression.error_feedback.value_or(true);
+  m.momentum = r.outer.momentum != 0.0;
+  m.overlap = overlap;
+  m.fragments = fragments;
+  m.sites = sites;
+  m.runtime_bytes = runtime;
+  m.data_bytes = data_bytes_of(r.data.paths, r.data.format == inner::DataFormat::kTokens);
+  return m;
+}
+
+double in_mb(double bytes) { return bytes / 1e6; }
+
+// One rank's memory, leader and other ranks, for the recipe's settings with
+// `codec` and `overlap`; with a cluster, each rank against what it reported.
+void print_memory(const Recipe& r, double params, int sites, double runtime, const std::string& codec,
+                  const std::string& overlap, int fragments, const ClusterSites* cluster) {
+  MemoryInputs in = memory_inputs(r, params, sites, runtime, codec, overlap, fragments);
+  auto show = [&](MemoryInputs m, const char* who) {
+    const auto e = estimate_memory(m);
+    std::printf("  %-12s %9.0f %9.0f %9.0f %9.0f %11.0f%s | %9.0f %9.0f %9.0f %9.0f %9.0f | %9.0f %9.0f\n", who,
+                in_mb(e.weights), in_mb(e.grads), in_mb(e.adam), in_mb(e.autocast), in_mb(e.activations),
+                e.activations_known ? " " : "?", in_mb(e.runtime), in_mb(e.data), in_mb(e.outer), in_mb(e.exchange),
+                in_mb(e.allocator), in_mb(e.device()), in_mb(e.host()));
+    return e;
+  };
+  std::printf("\nmemory per rank, MB (batch %d, %s, codec %s, overlap %s; runtime: %s;\n"
+              "  allocator: what glibc keeps of freed activations on a CPU rank, 0.6x of them as measured):\n"
+              "  %-12s %9s %9s %9s %9s %12s | %9s %9s %9s %9s %9s | %9s %9s\n",
+              in.batch, in.bf16 ? "bf16" : "fp32", codec.c_str(), overlap.c_str(),
+              cluster ? "as each rank measured it, else this process before any model" : "this process before any model",
+              "rank", "weights", "grads",
+              "adamw", "autocast", "activations", "runtime", "data", "outer", "exchange", "allocator", "device",
+              "host");
+  if (!cluster) {
+    in.leader = true;
+    const auto lead = show(in, "leader");
+    in.leader = false;
+    const auto other = show(in, "other ranks");
+    if (in.cuda)
+      std::printf("  model on a GPU (run.device): GPU memory %.0f MB a rank; host memory: leader %.0f MB, other ranks %.0f MB",
+                  in_mb(lead.device()), in_mb(lead.host()), in_mb(other.host()));
+    else
+      std::printf("  model on the CPU (run.device): a rank needs device + host: leader %.0f MB, other ranks %.0f MB "
+                  "(in use, without what glibc keeps: leader %.0f MB)",
+                  in_mb(lead.total()), in_mb(other.total()), in_mb(lead.total() - lead.allocator));
+    std::printf("%s\n", lead.activations_known ? "" : " (?: a TorchScript module's activations are not known)");
+    return;
+  }
+  for (std::size_t rank = 0; rank < cluster->nodes.size(); ++rank) {
+    const auto& node = cluster->nodes[rank];
+    in.leader = cluster->leader[rank];
+    in.cuda = node.device.rfind("cuda", 0) == 0;
+    in.runtime_bytes = node.runtime_bytes > 0.0 ? node.runtime_bytes : runtime;
+    char who[32];
+    std::snprintf(who, sizeof who, "%zu%s", rank, in.leader ? " leader" : "");
+    const auto e = show(in, who);
+    const std::string advice = memory_advice(in, e, node.memory_bytes);
+    std::printf("  %-12s %s: needs %.0f MB of %.0f MB%s%s\n", "", node.device.c_str(),
+                in_mb(in.cuda ? e.device() : e.total()), in_mb(node.memory_bytes), advice.empty() ? ", fits" : " - ",
+                advice.c_str());
+  }
 }
 
 }  // namespace
 
-MeasuredModel measure_model(const Recipe& recipe, const inner::DeviceConfig& device, bool time_steps) {
+MeasuredModel measure_model(const Recipe& recipe, const inner::DeviceConfig& device, bool time_steps,
+                            const std::function<void()>& ready) {
   MeasuredModel m;
   if (!time_steps && recipe.model.kind != inner::ModelKind::kTorchScript) {  // counted without building it
     m.params = static_cast<std::size_t>(inner::parameter_count(recipe.model));
@@ -110,7 +213,23 @@ MeasuredModel measure_model(const Recipe& recipe, const inner::DeviceConfig& dev
                         static_cast<std::uint64_t>(recipe.run.seed), 1000, device);
   m.params = loop.num_params();
   if (!time_steps) return m;
+  if (ready) ready();
   loop.run(5);
+  if (ready) {
+    // Lined up with the other ranks: all step for the same stretch of wall
+    // time, so each sees the sharing of cores training will (one that
+    // stopped early would leave the others more than they get).
+    const auto start = std::chrono::steady_clock::now();
+    int steps = 0;
+    double elapsed = 0.0;
+    do {
+      loop.run(1);
+      ++steps;
+      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    } while (elapsed < 5.0 || steps < 8);
+    m.step_s = elapsed / steps;
+    return m;
+  }
   std::vector<double> samples;
   for (int i = 0; i < 7; ++i) samples.push_back(loop.run(4).seconds / 4.0);
   std::sort(samples.begin(), samples.end());
@@ -119,19 +238,22 @@ MeasuredModel measure_model(const Recipe& recipe, const inner::DeviceConfig& dev
 }
 
 int run_plan(const Recipe& recipe, const PlanOptions& options) {
+  inner::warm_up_runtime({});
+  const double runtime = resident_bytes();  // libtorch started, before any model or data
   int n = recipe.topology.sites;
   int ranks = n;  // without a cluster file: one per site
   std::vector<std::vector<PairLink>> links;
   double step_s = 0.0;
   std::size_t params = 0;
+  std::optional<ClusterSites> cluster;
   try {
     std::optional<double> cluster_step;
     if (!options.cluster_file.empty()) {
-      const auto sites = sites_from_cluster(options.cluster_file, recipe.topology.link_gap);
-      n = static_cast<int>(sites.leader_links.size());
-      ranks = sites.ranks;
-      links = sites.leader_links;
-      cluster_step = sites.slowest_step_s;
+      cluster = sites_from_cluster(options.cluster_file, recipe.topology.link_gap, recipe.topology.sites);
+      n = static_cast<int>(cluster->leader_links.size());
+      ranks = cluster->ranks;
+      links = cluster->leader_links;
+      cluster_step = cluster->slowest_step_s;
     } else {
       links = options.links_file.empty() ? links_from_recipe(recipe) : links_from_json(options.links_file, n);
     }
@@ -194,6 +316,9 @@ int run_plan(const Recipe& recipe, const PlanOptions& options) {
                 "%d fragments, each overlapping min(H/fragments, 5) steps). '<- overhead': smallest H meeting\n"
                 "sync.target_comm_share.\n",
                 std::min({in.fragments, in.layers}));
+    print_memory(recipe, static_cast<double>(params), n, runtime, recipe.compression.codec,
+                 overlap_name(recipe.sync.overlap), recipe.sync.overlap == outer::OverlapMode::kStreaming
+                     ? std::max(1, recipe.sync.fragments) : 1, cluster ? &*cluster : nullptr);
     if (options.goal.empty()) return 0;
     const PlanGoal goal = parse_goal(options.goal);
     PlanCandidate best;
@@ -212,6 +337,9 @@ int run_plan(const Recipe& recipe, const PlanOptions& options) {
                 options.goal.c_str(), rule.c_str(), best.codec.c_str(), best.overlap.c_str(), best.H, best.round_s,
                 best.exposed_s, 100.0 * best.utilization, best.bytes_per_round, best.bytes_per_billion_tokens);
     std::printf("as flags:\n  %s\nas a recipe fragment:\n%s", as_sets(best).c_str(), as_toml(best).c_str());
+    if (best.codec != recipe.compression.codec || best.overlap != overlap_name(recipe.sync.overlap))
+      print_memory(recipe, static_cast<double>(params), n, runtime, best.codec, best.overlap, best.fragments,
+                   cluster ? &*cluster : nullptr);
   } catch (const RecipeError& e) {
     std::cerr << "diloco: error: " << e.what() << std::endl;
     return 2;

@@ -2,6 +2,7 @@
 // bytes for candidate H and codecs, from the link model and a step time.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -25,7 +26,12 @@ struct MeasuredModel {
   std::size_t params = 0;
   double step_s = 0.0;
 };
-MeasuredModel measure_model(const Recipe& recipe, const inner::DeviceConfig& device, bool time_steps);
+// `ready`, when given, runs once the model and data are built and before
+// any step is timed (the probe lines every rank up there, so all time their
+// steps at once, as they will train); the step is then the mean over 5 s of
+// steps (8 at least), the same stretch of time on every rank.
+MeasuredModel measure_model(const Recipe& recipe, const inner::DeviceConfig& device, bool time_steps,
+                            const std::function<void()>& ready = {});
 
 // No MPI. Returns the exit code.
 int run_plan(const Recipe& recipe, const PlanOptions& options);

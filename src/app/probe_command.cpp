@@ -15,6 +15,7 @@
 
 #include "app/cluster_file.h"
 #include "app/metrics_log.h"
+#include "app/plan_memory.h"
 #include "app/plan_command.h"
 #include "app/sites.h"
 #include "comm/link_probe.h"
@@ -33,6 +34,8 @@ double usable_memory(const inner::DeviceConfig& device, const std::vector<std::s
   return host / static_cast<double>(std::max<std::ptrdiff_t>(1, sharing));
 }
 
+struct OthersFailed {};  // another rank could not build the model or data
+
 // Every rank times the recipe's step at once (as in training, where they
 // share the machines), then every pair of ranks is probed in rounds.
 int probe_all_ranks(const Recipe& recipe) {
@@ -46,22 +49,38 @@ int probe_all_ranks(const Recipe& recipe) {
   mine.host = hosts[static_cast<std::size_t>(rank)];
   mine.device = device.cuda ? "cuda:" + std::to_string(device.index) : "cpu";
   mine.memory_bytes = usable_memory(device, hosts, rank);
+  inner::warm_up_runtime(device);
+  mine.runtime_bytes = resident_bytes();  // MPI and libtorch up, no model yet
+  // Every rank learns whether any failed, so all stop together: once when
+  // the model and data are built (then all time their steps at once), and
+  // once after the timing. A rank that fails before the first takes part in
+  // it from here, so every rank joins each sum exactly once.
   std::string error;
+  bool lined_up = false, others_failed = false;
+  const auto line_up = [&](double failed) {
+    lined_up = true;
+    world->all_reduce_sum(std::span<double>(&failed, 1));
+    return failed > 0.0;
+  };
   try {
-    mine.step_s = measure_model(recipe, device, /*time_steps=*/true).step_s;
+    mine.step_s = measure_model(recipe, device, /*time_steps=*/true, [&] {
+      if (line_up(0.0)) throw OthersFailed{};
+    }).step_s;
   } catch (const RecipeError& e) {
     error = e.what();
   } catch (const inner::DataError& e) {
     error = std::string("data: ") + e.what();
+  } catch (const OthersFailed&) {
+    others_failed = true;
   }
-  // Every rank learns whether any failed, so all stop together.
-  double failed = error.empty() ? 0.0 : 1.0;
+  if (!lined_up) line_up(1.0);
+  double failed = error.empty() && !others_failed ? 0.0 : 1.0;
   world->all_reduce_sum(std::span<double>(&failed, 1));
   if (failed > 0.0) {
     if (!error.empty()) std::cerr << "diloco: error: rank " << rank << ": " << error << std::endl;
     return 2;
   }
-  std::vector<double> numbers{mine.memory_bytes, mine.step_s};
+  std::vector<double> numbers{mine.memory_bytes, mine.step_s, mine.runtime_bytes};
   const auto all_numbers = world->all_gather(std::as_bytes(std::span<const double>(numbers)));
   std::vector<std::string> devices;
   for (const auto& d : world->all_gather(std::as_bytes(std::span<const char>(mine.device.data(), mine.device.size()))))
@@ -71,11 +90,12 @@ int probe_all_ranks(const Recipe& recipe) {
   world->barrier();
   if (rank != 0) return 0;
   for (int r = 0; r < world->size(); ++r) {
-    double v[2];
+    double v[3];
     std::memcpy(v, all_numbers[static_cast<std::size_t>(r)].data(), sizeof v);
-    cluster.nodes.push_back({r, hosts[static_cast<std::size_t>(r)], devices[static_cast<std::size_t>(r)], v[0], v[1]});
-    std::printf("rank %-3d %-16s %-8s memory %8.2f GB  step %.4f s\n", r, hosts[static_cast<std::size_t>(r)].c_str(),
-                devices[static_cast<std::size_t>(r)].c_str(), v[0] / 1e9, v[1]);
+    cluster.nodes.push_back({r, hosts[static_cast<std::size_t>(r)], devices[static_cast<std::size_t>(r)], v[0], v[1], v[2]});
+    std::printf("rank %-3d %-16s %-8s memory %8.2f GB  step %.4f s  runtime %.0f MB\n", r,
+                hosts[static_cast<std::size_t>(r)].c_str(), devices[static_cast<std::size_t>(r)].c_str(), v[0] / 1e9,
+                v[1], v[2] / 1e6);
   }
   for (int a = 0; a < world->size(); ++a)
     for (int b = a + 1; b < world->size(); ++b)

@@ -347,4 +347,22 @@ void set_compute_threads(int threads) {
   torch::set_num_threads(threads);
 }
 
+void warm_up_runtime(const DeviceConfig& device) {
+  ModelConfig tiny;
+  tiny.d_model = 16;
+  tiny.n_layers = 1;
+  tiny.n_heads = 2;
+  tiny.seq_len = 8;
+  auto model = make_model(tiny);
+  const torch::Device where = device.cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(device.index))
+                                          : torch::Device(torch::kCPU);
+  model->to(where);
+  std::vector<torch::Tensor> params;
+  for (auto& [name, p] : model->named_parameters()) params.push_back(p);
+  torch::optim::AdamW adamw(params);
+  const auto tokens = torch::randint(tiny.vocab, {2, tiny.seq_len + 1}, torch::TensorOptions().dtype(torch::kLong).device(where));
+  model->loss(tokens.slice(1, 0, tiny.seq_len), tokens.slice(1, 1, tiny.seq_len + 1)).backward();
+  adamw.step();
+}
+
 }  // namespace diloco::inner

@@ -98,6 +98,12 @@ void* current_cuda_stream(int device);
 // Total memory of CUDA device `device` in bytes (0 for a CPU-only libtorch).
 std::size_t cuda_device_memory(int device);
 
+// One forward, backward and AdamW step of a tiny GPT on `device`: libtorch
+// starts its thread pools, BLAS buffers and autograd engine lazily, and a
+// process's memory before any model is measured after this (the planner's
+// runtime), not before.
+void warm_up_runtime(const DeviceConfig& device);
+
 struct InnerStats {
   int steps = 0;
   double mean_loss = 0.0;      // training loss averaged over steps and replicas

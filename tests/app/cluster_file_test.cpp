@@ -42,7 +42,7 @@ std::string refusal(const std::string& name, const std::string& text) {
 
 TEST(ClusterFileTest, WrittenAndReadBack) {
   Cluster c;
-  c.nodes = {{0, "a", "cpu", 2e9, 0.01}, {1, "b", "cuda:0", 8e10, 0.002}, {2, "b", "cuda:1", 8e10, 0.003}};
+  c.nodes = {{0, "a", "cpu", 2e9, 0.01, 2.1e8}, {1, "b", "cuda:0", 8e10, 0.002}, {2, "b", "cuda:1", 8e10, 0.003}};
   c.links.assign(3, std::vector<diloco::comm::LinkEstimate>(3));
   c.links[0][1] = c.links[1][0] = {0.02, 12.5e6};
   c.links[0][2] = c.links[2][0] = {0.03, 2.5e6};
@@ -52,6 +52,8 @@ TEST(ClusterFileTest, WrittenAndReadBack) {
   ASSERT_EQ(back.nodes.size(), 3u);
   EXPECT_EQ(back.nodes[1].device, "cuda:0");
   EXPECT_DOUBLE_EQ(back.nodes[2].step_s, 0.003);
+  EXPECT_DOUBLE_EQ(back.nodes[0].runtime_bytes, 2.1e8);  // optional: absent stays 0
+  EXPECT_DOUBLE_EQ(back.nodes[1].runtime_bytes, 0.0);
   EXPECT_DOUBLE_EQ(back.links[2][0].latency_s, 0.03);
   EXPECT_DOUBLE_EQ(back.links[1][0].bandwidth_bytes_per_s, 12.5e6);
   EXPECT_EQ(bandwidth_matrix(back.links)[1][2], 0.0);
@@ -81,6 +83,9 @@ TEST(ClusterFileTest, BadFilesNameTheFileAndTheField) {
                 .find("2 pairs for 3 ranks"),
             std::string::npos);
   EXPECT_NE(refusal("c_nolinks.json", "{\"nodes\":[" + node(0) + "]}").find("needs a \"links\" array"),
+            std::string::npos);
+  EXPECT_NE(refusal("c_runtime.json", "{\"nodes\":[" + node(0, ",\"runtime_bytes\":-1") + "],\"links\":[]}")
+                .find("c_runtime.json: nodes[0].runtime_bytes must be a number >= 0"),
             std::string::npos);
   EXPECT_NE(refusal("c_step.json", "{\"nodes\":[" + node(0, ",\"step_s\":0") + "],\"links\":[]}").find("step_s"),
             std::string::npos);

@@ -54,6 +54,19 @@ printf '[run]\nname = "paper-150m"\n[model]\npreset = "diloco-150m"\n[data]\nbat
   --goal bytes > "$WORK/plan150.txt" 2>&1 && grep -q "^plan for paper-150m: 3 sites, 1[45][0-9]\{7\} params" "$WORK/plan150.txt" \
   && grep -q "^recommended (goal bytes" "$WORK/plan150.txt" && pass "plan for the 150M model recommends a plan" \
   || { cat "$WORK/plan150.txt"; fail "plan of the 150M model"; }
+# Memory per rank against what each rank reported: rank 5 has 3 GB, too
+# little for batch 16 of the 150M model; the batch the plan names fits.
+python3 -c "import json; c = json.load(open('$WORK/six.json')); c['nodes'][5]['memory_bytes'] = 3e9; json.dump(c, open('$WORK/small.json', 'w'))"
+"$DILOCO_BIN" plan "$WORK/p150.toml" --cluster "$WORK/small.json" > "$WORK/mem150.txt" 2>&1
+fits=$(sed -n 's/.*cpu: needs [0-9]* MB of 3000 MB - does not fit in 3000 MB: data.batch_size = \([0-9]*\) fits.*/\1/p' "$WORK/mem150.txt")
+grep -q "^memory per rank, MB (batch 16, fp32, codec none, overlap none" "$WORK/mem150.txt" \
+  && [[ $(grep -c "cpu: needs [0-9]* MB of 8000 MB, fits" "$WORK/mem150.txt") -eq 5 ]] && [[ -n $fits ]] \
+  && "$DILOCO_BIN" plan "$WORK/p150.toml" --set data.batch_size="$fits" --cluster "$WORK/small.json" \
+     | grep -q "cpu: needs [0-9]* MB of 3000 MB, fits" \
+  && ! "$DILOCO_BIN" plan "$WORK/p150.toml" --set data.batch_size=$((fits + 1)) --cluster "$WORK/small.json" \
+     | grep -q "cpu: needs [0-9]* MB of 3000 MB, fits" \
+  && pass "plan prints each rank's memory, marks the rank that does not fit and the largest batch that does ($fits)" \
+  || { cat "$WORK/mem150.txt"; fail "memory per rank of the 150M model"; }
 
 mpi 6 "$DILOCO_BIN" train recipes/quickstart.toml --set 'topology.site_by="links"' \
   --set "topology.cluster=\"$WORK/six.json\"" --set topology.sites=3 --set outer.rounds=1 --set sync.H=5 \

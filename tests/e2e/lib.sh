@@ -4,7 +4,7 @@ DILOCO_BIN=${DILOCO_BIN:-build/diloco}
 MPIRUN=${MPIRUN:-mpirun}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+trap '[[ -n ${KEEP_WORK:-} ]] && echo "kept $WORK" || rm -rf "$WORK"' EXIT
 failures=0
 
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }

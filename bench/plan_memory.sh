@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The planner's memory model against runs. For each model, a site leader of
+# 2 sites x 1 rank on the fortunes corpus: the memory `diloco plan` predicts
+# in use against the peak RSS of `diloco train` with glibc made to return
+# freed blocks at once (MALLOC_MMAP_THRESHOLD_=131072: RSS then follows the
+# memory in use), and the peak RSS it predicts (with what glibc keeps of
+# freed activations) against a run with glibc's default. Then what returning
+# freed memory would cost in step time (1 rank alone, alternated, median of
+# 3 runs each), which is why diloco leaves glibc's default alone.
+# Usage: bench/plan_memory.sh [--quick]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/mpi_env
+quick=${1:-}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+# kind d_model layers heads seq_len batch codec precision
+configs=("gpt 128 2 4 64 16 none fp32" "gpt 256 4 8 128 16 none fp32" "gpt 256 4 8 128 16 int8 fp32"
+         "gpt 256 4 8 128 16 none bf16" "llama 256 4 8 128 16 none fp32")
+[[ $quick == --quick ]] || configs+=("gpt 384 6 6 256 8 none fp32" "llama 512 4 8 256 8 none fp32"
+                                      "gpt 512 8 8 256 16 none fp32")
+shape() {
+  read -r kind d L a T B codec prec <<< "$1"
+  echo "--set model.kind=$kind --set model.d_model=$d --set model.n_layers=$L --set model.n_heads=$a"\
+       "--set model.seq_len=$T --set data.batch_size=$B --set compression.codec=$codec --set inner.precision=$prec"
+}
+peak_mb() {  # the summary's "peak RSS (largest rank)  N MB|GB" in MB
+  awk '/peak RSS/ {print ($NF == "GB" ? $(NF-1) * 1000 : $(NF-1))}' "$1"
+}
+
+echo "| model | batch | precision | codec | predicted in use (MB) | measured, freed memory returned (MB) | ratio | predicted peak RSS (MB) | measured, glibc default (MB) | ratio |"
+echo "|---|---:|---|---|---:|---:|---:|---:|---:|---:|"
+for c in "${configs[@]}"; do
+  read -r -a sets <<< "$(shape "$c")"
+  read -r kind d L a T B codec prec <<< "$c"
+  build/diloco plan recipes/quickstart.toml "${sets[@]}" --set topology.sites=2 --step-s 0.1 > "$out/plan.txt"
+  rss=$(sed -n 's/.*a rank needs device + host: leader \([0-9]*\) MB.*/\1/p' "$out/plan.txt")
+  in_use=$(sed -n 's/.*without what glibc keeps: leader \([0-9]*\) MB.*/\1/p' "$out/plan.txt")
+  for free in true false; do
+    glibc=()
+    [[ $free == true ]] && glibc=(-x MALLOC_MMAP_THRESHOLD_=131072)
+    mpirun -np 2 --bind-to none "${glibc[@]}" build/diloco train recipes/quickstart.toml "${sets[@]}" \
+      --set topology.sites=2 --set outer.rounds=2 --set sync.H=3 --set checkpoint.every=0 \
+      --out "$out/run" < /dev/null > "$out/train-$free.txt" 2>&1
+  done
+  read -r freed default <<< "$(peak_mb "$out/train-true.txt") $(peak_mb "$out/train-false.txt")"
+  python3 -c "
+u, f, p, g = $in_use, $freed, $rss, $default
+print(f'| $kind d$d L$L T$T | $B | $prec | $codec | {u:.0f} | {f:.0f} | {f / u:.2f} | {p:.0f} | {g:.0f} | {g / p:.2f} |')"
+done
+
+echo
+echo "| model | batch | step s, glibc default | step s, freed memory returned | ratio |"
+echo "|---|---:|---:|---:|---:|"
+steps=("256 4 8 128 16")
+[[ $quick == --quick ]] || steps+=("512 8 8 256 16")
+for c in "${steps[@]}"; do
+  read -r d L a T B <<< "$c"
+  for rep in 1 2 3; do
+    for free in false true; do
+      glibc=()
+      [[ $free == true ]] && glibc=(-x MALLOC_MMAP_THRESHOLD_=131072)
+      mpirun -np 1 --bind-to none "${glibc[@]}" build/diloco train recipes/quickstart.toml --set model.d_model=$d \
+        --set model.n_layers=$L --set model.n_heads=$a --set model.seq_len=$T --set data.batch_size=$B \
+        --set topology.sites=1 --set outer.rounds=2 --set sync.H=8 \
+        --set checkpoint.every=0 --set metrics.eval_every=1000 --out "$out/s" < /dev/null > /dev/null 2>&1
+      # The second round's mean step: the first warms the allocator up.
+      python3 -c "import json; r = [json.loads(l) for l in open('$out/s/metrics.jsonl')]; print(r[-1]['step_s'])" \
+        >> "$out/steps-$free.txt"
+    done
+  done
+  python3 - "$out/steps-false.txt" "$out/steps-true.txt" "gpt d$d L$L T$T" "$B" <<'PY'
+import statistics, sys
+default, freed = (statistics.median(float(x) for x in open(f)) for f in sys.argv[1:3])
+print(f"| {sys.argv[3]} | {sys.argv[4]} | {default:.3f} | {freed:.3f} | {freed / default:.2f} |")
+PY
+  rm -f "$out"/steps-*.txt
+done

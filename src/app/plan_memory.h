@@ -1,0 +1,89 @@
+// The planner's model of one rank's memory (no torch, no MPI): what the inner
+// steps hold on the model's device and what the process holds on the host.
+//
+// Device: fp32 weights, gradients and AdamW's two moments (4 + 4 + 8 bytes a
+// parameter); under bf16 autocast also the bf16 copies of the weights it
+// caches (2 bytes a parameter) and the activations autograd saves, counted
+// tensor by tensor from the models' forward passes (activation_bytes).
+// Host: the runtime (libtorch after its lazy start, MPI, the process: each
+// rank's as `probe --all-ranks` measured it, else the planning process's
+// own), the tokens in memory, and on
+// a site leader the outer state: global parameters, the pseudo-gradient in
+// flight, the outer momentum, the error-feedback residual of a lossy codec,
+// the round-start copy of delayed overlap, and the exchange's payloads (its
+// own and every site's part being received).
+//
+// A CPU rank's peak RSS holds more than it uses: glibc keeps the blocks of
+// freed activations for reuse (its mmap threshold rises as they are freed,
+// up to 32 MB, and the heap fragments). Measured on 8 models (BENCHMARKS.md
+// section 12) the excess was 0.44 to 0.77 times the activations; the model
+// adds 0.6 times (`allocator`). Forcing the memory back (a fixed
+// MALLOC_MMAP_THRESHOLD_) removes the excess but made steps 4 to 7 times
+// slower there, so diloco leaves glibc's default alone. A GPU's caching
+// allocator keeps blocks too; that is not modelled (no GPU run measured it).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "inner/model_config.h"
+
+namespace diloco::app {
+
+struct MemoryInputs {
+  inner::ModelConfig model;
+  double params = 0;                 // parameters (counted or loaded)
+  int batch = 1;                     // sequences per rank per inner step
+  bool bf16 = false;                 // inner.precision = "bf16" (autocast, fp32 master weights)
+  bool cuda = false;                 // the model on a GPU: device and host memory apart
+  bool leader = true;                // a site leader holds the outer state
+  std::string codec = "none";
+  std::uint32_t block = 256;
+  double topk_ratio = 0.1;
+  bool error_feedback = false;
+  bool momentum = true;              // the outer optimizer keeps a momentum buffer
+  std::string overlap = "none";      // "none", "delayed", "streaming"
+  int fragments = 1;                 // streaming: fragments synced in turn
+  int sites = 2;
+  double part_bytes = 8 << 20;       // the exchange's part size (sync.part_bytes)
+  double runtime_bytes = 0;          // the process before any model
+  double data_bytes = 0;             // tokens held in memory
+};
+
+struct MemoryEstimate {
+  // On the model's device.
+  double weights = 0, grads = 0, adam = 0, autocast = 0, activations = 0;
+  bool activations_known = true;  // a TorchScript module's are not
+  // On the host.
+  double runtime = 0, data = 0, outer = 0, exchange = 0;
+  double allocator = 0;  // a CPU rank: what glibc keeps of freed activations
+  bool cuda = false;
+  double device() const { return weights + grads + adam + autocast + activations; }
+  double host() const { return runtime + data + outer + exchange + allocator; }
+  // One rank's peak: the host's and the GPU's apart on CUDA, together on the CPU.
+  double total() const { return cuda ? host() : host() + device(); }
+};
+
+// Bytes autograd holds at the peak of one inner step (forward's saved
+// tensors of every layer, the logits and their gradient) for `batch`
+// sequences of model.seq_len; negative when unknown (TorchScript).
+double activation_bytes(const inner::ModelConfig& model, int batch, bool bf16);
+
+MemoryEstimate estimate_memory(const MemoryInputs& in);
+
+// Bytes the tokens of data.paths take in memory: text and byte corpora are
+// held as 4-byte ids (at most one per byte of text), token shards are mapped
+// (at most their size). Files that cannot be read count 0.
+double data_bytes_of(const std::vector<std::string>& paths, bool shards);
+
+// This process's resident memory now, in bytes (0 where unknown).
+double resident_bytes();
+
+// What to change so `e` fits in `limit` bytes (one line, empty when it
+// fits): the largest batch that fits, bf16 on a GPU, or that the model's
+// fixed state alone is too large.
+std::string memory_advice(const MemoryInputs& in, const MemoryEstimate& e, double limit);
+
+}  // namespace diloco::app

@@ -1,0 +1,69 @@
+# The planner against real runs: 3 sites as network namespaces with links
+# shaped by tc (40, 20 and 10 Mbit/s). `probe --all-ranks` measures the
+# cluster (every rank's step while all step at once, every pair's link);
+# `plan --cluster --goal` recommends a plan and predicts its round time,
+# utilization and each rank's peak memory; the plan then trains across the
+# same namespaces. Measured against predicted: round time and utilization
+# within 10%, peak RSS within 15%. Exits 77 (skipped) only when the machine cannot create
+# namespaces or tc qdiscs. Usage: plan_check.sh [GOAL] [extra --set ...]
+source "$(dirname "$0")/../e2e/lib.sh"
+check=$(scripts/netsim --check); rc=$?
+if [[ $rc -eq 77 ]]; then echo "SKIP: $check"; exit 77; fi
+[[ $rc -eq 0 ]] || { echo "FAIL: netsim --check exited $rc: $check"; exit 1; }
+
+goal=${1:-bytes}
+shift || true
+recipe=recipes/quickstart.toml
+# Checkpoints and evaluations between rounds are not in the round model.
+common=(--set topology.sites=3 --set data.batch_size=8 --set checkpoint.every=0 --set metrics.eval_every=1000 "$@")
+shaping=(--sites 3 --mbps 40,20,10)
+
+timeout 300 scripts/netsim "${shaping[@]}" --bin "$DILOCO_BIN" -- \
+  probe "$recipe" --all-ranks "${common[@]}" --out "$WORK/probe" > "$WORK/probe.log" 2>&1 \
+  || { cat "$WORK/probe.log"; fail "probe --all-ranks across namespaces"; finish; }
+"$DILOCO_BIN" plan "$recipe" "${common[@]}" --cluster "$WORK/probe/cluster.json" --goal "$goal" \
+  > "$WORK/plan.txt" 2>&1 || { cat "$WORK/plan.txt"; fail "plan --cluster --goal $goal"; finish; }
+grep -A3 "^recommended" "$WORK/plan.txt"
+grep -q "^recommended (goal $goal; " "$WORK/plan.txt" || { cat "$WORK/plan.txt"; fail "no plan recommended"; finish; }
+
+# The recommended plan as flags, then run across the namespaces.
+read -r -a flags <<< "$(grep -A1 '^as flags:' "$WORK/plan.txt" | tail -1)"
+rounds=6
+timeout 600 scripts/netsim "${shaping[@]}" --bin "$DILOCO_BIN" -- \
+  train "$recipe" "${common[@]}" "${flags[@]}" --set outer.rounds=$rounds --out "$WORK/train" > "$WORK/train.log" 2>&1 \
+  && [[ $(rows "$WORK/train/metrics.jsonl") -eq $rounds ]] && pass "the recommended plan trains across 3 namespaces" \
+  || { grep -v "^Warning: sch_htb" "$WORK/train.log" | tail -30; fail "training the recommended plan"; finish; }
+
+python3 - "$WORK/plan.txt" "$WORK/train/metrics.jsonl" "$WORK/train.log" <<'PY' \
+  && pass "measured within 10% (round time, utilization) and 15% (peak RSS) of the plan" \
+  || fail "the plan's predictions against the run"
+import json, re, sys
+plan = open(sys.argv[1]).read()
+rec = re.search(r"^recommended .*\n  (\S+), overlap (\S+), H (\d+): round ([\d.]+) s, exposed communication ([\d.]+) s, "
+                r"utilization ([\d.]+)%", plan, re.M)
+codec, overlap, H = rec.group(1), rec.group(2), int(rec.group(3))
+round_s, util = float(rec.group(4)), float(rec.group(6)) / 100
+# The last memory table is the recommended plan's; every rank of 1-rank sites leads.
+needs = [float(m) for m in re.findall(r"needs (\d+) MB of", plan.split("as flags:")[-1])] or \
+        [float(m) for m in re.findall(r"needs (\d+) MB of", plan)]
+rows = [json.loads(l) for l in open(sys.argv[2])]
+# Round 1 starts the processes' pools and caches; the last one drains the
+# delayed exchange: the rounds between are the steady state the model predicts.
+# wall_s counts from the start of the run; utilization is the round's own.
+steady = rows[1:-1]
+wall = (rows[-2]["wall_s"] - rows[0]["wall_s"]) / len(steady)
+used = sum(r["utilization"] for r in steady) / len(steady)
+rss = re.search(r"peak RSS \(largest rank\)\s+([\d.]+) (MB|GB)", open(sys.argv[3]).read())
+peak = float(rss.group(1)) * (1000 if rss.group(2) == "GB" else 1)
+print(f"plan: {codec}, overlap {overlap}, H {H}")
+print(f"| quantity | predicted | measured | measured / predicted |")
+print(f"|---|---:|---:|---:|")
+checks = [("round time (s)", round_s, wall, 0.10), ("utilization", util, used, 0.10),
+          ("peak RSS, largest rank (MB)", max(needs), peak, 0.15)]
+ok = True
+for name, p, m, tol in checks:
+    print(f"| {name} | {p:.3f} | {m:.3f} | {m / p:.3f} |")
+    ok &= abs(m / p - 1) <= tol
+sys.exit(0 if ok else 1)
+PY
+finish
