@@ -607,7 +607,7 @@ def plan_check(q):
     in_use = sum(1 for r in rows if abs(float(r[6]) - 1) <= 0.15)
     rss = sum(1 for r in rows if abs(float(r[9]) - 1) <= 0.15)
     checks = []
-    goals = ["utilization=0.9"] + ([] if q else ["bytes", "time"])
+    goals = ["bytes", "utilization=0.9", "time"]
     for goal in goals:
         shown = f"tests/netsim/plan_check.sh {goal}"
         print(f"bench: {shown}", file=sys.stderr, flush=True)

@@ -42,28 +42,35 @@ plan = open(sys.argv[1]).read()
 rec = re.search(r"^recommended .*\n  (\S+), overlap (\S+), H (\d+): round ([\d.]+) s, exposed communication ([\d.]+) s, "
                 r"utilization ([\d.]+)%", plan, re.M)
 codec, overlap, H = rec.group(1), rec.group(2), int(rec.group(3))
-round_s, util = float(rec.group(4)), float(rec.group(6)) / 100
+round_s, exposed, util = float(rec.group(4)), float(rec.group(5)), float(rec.group(6)) / 100
 # The last memory table is the recommended plan's; every rank of 1-rank sites leads.
 needs = [float(m) for m in re.findall(r"needs (\d+) MB of", plan.split("as flags:")[-1])] or \
         [float(m) for m in re.findall(r"needs (\d+) MB of", plan)]
 rows = [json.loads(l) for l in open(sys.argv[2])]
 # Round 1 starts the processes' pools and caches; the last one drains the
 # delayed exchange: the rounds between are the steady state the model predicts.
-# wall_s counts from the start of the run; utilization is the round's own.
+# wall_s counts from the start of the run. The model's utilization is the
+# slowest site's (the round waits for it; a faster site waits too): H times
+# that site's mean step over the round, from site_step_s.
 steady = rows[1:-1]
 wall = (rows[-2]["wall_s"] - rows[0]["wall_s"]) / len(steady)
-used = sum(r["utilization"] for r in steady) / len(steady)
+used = sum(r["H"] * max(r["site_step_s"]) / (r["wall_s"] - p["wall_s"]) for p, r in zip(rows, steady)) / len(steady)
+share = sum(r["comm_share"] for r in steady) / len(steady)
 rss = re.search(r"peak RSS \(largest rank\)\s+([\d.]+) (MB|GB)", open(sys.argv[3]).read())
 peak = float(rss.group(1)) * (1000 if rss.group(2) == "GB" else 1)
 print(f"plan: {codec}, overlap {overlap}, H {H}")
 print(f"| quantity | predicted | measured | measured / predicted |")
 print(f"|---|---:|---:|---:|")
-checks = [("round time (s)", round_s, wall, 0.10), ("utilization", util, used, 0.10),
+checks = [("round time (s)", round_s, wall, 0.10), ("utilization (slowest site)", util, used, 0.10),
           ("peak RSS, largest rank (MB)", max(needs), peak, 0.15)]
 ok = True
 for name, p, m, tol in checks:
     print(f"| {name} | {p:.3f} | {m:.3f} | {m / p:.3f} |")
     ok &= abs(m / p - 1) <= tol
+# Reported, not held to a target: a few percent of a round, where noise of a
+# few milliseconds is a large ratio.
+print(f"| exposed communication share | {exposed / round_s:.3f} | {share:.3f} | "
+      f"{share / (exposed / round_s) if exposed > 0 else float('nan'):.3f} |")
 sys.exit(0 if ok else 1)
 PY
 finish
