@@ -9,8 +9,7 @@
 #include <memory>
 #include <unistd.h>
 
-#include "app/recipe.h"
-#include "diloco/compression/codec.h"
+#include "app/plan_model.h"
 
 namespace diloco::app {
 namespace {
@@ -50,14 +49,8 @@ LayerBytes llama_layer(const inner::ModelConfig& m, bool bf16) {
 }
 
 double payload_bytes(const MemoryInputs& in, double values) {
-  compression::CodecConfig config;
-  config.name = in.codec;
-  config.block = in.block;
-  config.topk_ratio = in.topk_ratio;
-  std::string error;
-  const auto codec = compression::make_codec(config, &error);
-  if (!codec) throw RecipeError("plan: codec " + in.codec + ": " + error);
-  return static_cast<double>(codec->payload_size(static_cast<std::size_t>(values)));
+  return static_cast<double>(
+      plan_codec(in.codec, in.block, in.topk_ratio)->payload_size(static_cast<std::size_t>(values)));
 }
 
 std::string mb(double bytes) {

@@ -10,6 +10,18 @@
 #include "diloco/compression/codec.h"
 
 namespace diloco::app {
+
+std::unique_ptr<compression::Codec> plan_codec(const std::string& name, std::uint32_t block, double topk_ratio) {
+  compression::CodecConfig config;
+  config.name = name;
+  config.block = block;
+  config.topk_ratio = topk_ratio;
+  std::string error;
+  auto codec = compression::make_codec(config, &error);
+  if (!codec) throw RecipeError("plan: codec " + name + ": " + error);
+  return codec;
+}
+
 namespace {
 
 double transfer(const comm::LinkEstimate& l, double bytes) {
@@ -47,14 +59,7 @@ Exchange exchange(const PlanInputs& in, const compression::Codec& codec, std::si
 }
 
 std::unique_ptr<compression::Codec> codec_of(const PlanInputs& in, const std::string& name) {
-  compression::CodecConfig config;
-  config.name = name;
-  config.block = in.block;
-  config.topk_ratio = in.topk_ratio;
-  std::string error;
-  auto codec = compression::make_codec(config, &error);
-  if (!codec) throw RecipeError("plan: codec " + name + ": " + error);
-  return codec;
+  return plan_codec(name, in.block, in.topk_ratio);
 }
 
 int overlap_rank(const std::string& o) { return o == "none" ? 0 : (o == "delayed" ? 1 : 2); }

@@ -12,10 +12,13 @@
 // overlapping tau steps (exposed: F times what tau steps do not cover).
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "comm/link_probe.h"
+#include "diloco/compression/codec.h"
 
 namespace diloco::app {
 
@@ -45,6 +48,11 @@ struct PlanCandidate {
   double bytes_per_round = 0.0;  // all site leaders together
   double bytes_per_billion_tokens = 0.0;
 };
+
+// The codec `name` with the recipe's block and top-k ratio, as the planner
+// sizes payloads with it (the plan's time and memory models alike); throws
+// RecipeError naming it.
+std::unique_ptr<compression::Codec> plan_codec(const std::string& name, std::uint32_t block, double topk_ratio);
 
 // One candidate's numbers.
 PlanCandidate evaluate(const PlanInputs& in, const std::string& codec, const std::string& overlap, int H);
