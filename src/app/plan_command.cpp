@@ -133,8 +133,7 @@ MemoryInputs memory_inputs(const Recipe& r, double params, int sites, double run
   m.codec = codec;
   m.block = static_cast<std::uint32_t>(r.compression.block);
   m.topk_ratio = r.compression.topk_ratio;
-  // Unset in the recipe means on for a lossy codec.
-  m.error_feedback = codec != "none" && r.compression.error_feedback.value_or(true);
+  m.error_feedback = error_feedback_for(codec, r.compression.codec, r.compression.error_feedback.value_or(false));
   m.momentum = r.outer.momentum != 0.0;
   m.overlap = overlap;
   m.fragments = fragments;

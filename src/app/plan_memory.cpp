@@ -110,6 +110,11 @@ MemoryEstimate estimate_memory(const MemoryInputs& in) {
   return e;
 }
 
+bool error_feedback_for(const std::string& codec, const std::string& recipe_codec, bool recipe_error_feedback) {
+  if (codec == "none") return false;
+  return recipe_codec == "none" ? true : recipe_error_feedback;
+}
+
 double data_bytes_of(const std::vector<std::string>& paths, bool shards) {
   namespace fs = std::filesystem;
   double bytes = 0;

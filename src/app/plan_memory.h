@@ -73,6 +73,13 @@ double activation_bytes(const inner::ModelConfig& model, int batch, bool bf16);
 
 MemoryEstimate estimate_memory(const MemoryInputs& in);
 
+// Whether a run of `codec` keeps an error-feedback residual when the recipe
+// (validated: compression.error_feedback resolved) named `recipe_codec`:
+// a lossy recipe codec carries its setting over; with codec "none" the
+// recipe's false is only the default for "none", and a lossy codec set on
+// top of it (the plan's flags) turns feedback on, as validation does.
+bool error_feedback_for(const std::string& codec, const std::string& recipe_codec, bool recipe_error_feedback);
+
 // Bytes the tokens of data.paths take in memory: text and byte corpora are
 // held as 4-byte ids (at most one per byte of text), token shards are mapped
 // (at most their size). Files that cannot be read count 0.

@@ -86,6 +86,13 @@ TEST(PlanMemoryTest, OnlyLeadersHoldTheOuterStateAndLossyCodecsAddTheirResidual)
   EXPECT_DOUBLE_EQ(estimate_memory(in).outer, 16.0 * p);
 }
 
+TEST(PlanMemoryTest, ARecommendedLossyCodecKeepsAResidualAsTrainingWould) {
+  EXPECT_TRUE(error_feedback_for("int4", "none", false));  // the recipe's false was none's default
+  EXPECT_FALSE(error_feedback_for("int4", "int8", false));  // set off for a lossy codec: carried over
+  EXPECT_TRUE(error_feedback_for("int4", "int8", true));
+  EXPECT_FALSE(error_feedback_for("none", "int8", true));
+}
+
 TEST(PlanMemoryTest, ACudaRankKeepsTheModelOnTheGpuAndAHostCopyForStaging) {
   auto in = inputs(1e6);
   in.cuda = true;
