@@ -121,8 +121,11 @@ double data_bytes_of(const std::vector<std::string>& paths, bool shards) {
   std::error_code ec;
   for (const auto& p : paths) {
     if (fs::is_directory(p, ec)) {
-      for (const auto& entry : fs::directory_iterator(p, ec))  // as the loaders read folders: links skipped
-        if (entry.is_regular_file(ec) && !entry.is_symlink(ec)) bytes += static_cast<double>(entry.file_size(ec));
+      // The files the loaders read from a folder: token shards its *.bin files,
+      // text its regular files that are not links.
+      for (const auto& entry : fs::directory_iterator(p, ec))
+        if (entry.is_regular_file(ec) && (shards ? entry.path().extension() == ".bin" : !entry.is_symlink(ec)))
+          bytes += static_cast<double>(entry.file_size(ec));
     } else if (fs::is_regular_file(p, ec)) {
       bytes += static_cast<double>(fs::file_size(p, ec));
     }

@@ -82,7 +82,8 @@ bool error_feedback_for(const std::string& codec, const std::string& recipe_code
 
 // Bytes the tokens of data.paths take in memory: text and byte corpora are
 // held as 4-byte ids (at most one per byte of text), token shards are mapped
-// (at most their size). Files that cannot be read count 0.
+// (at most their size); a folder counts the files its loader reads. Files
+// that cannot be read count 0.
 double data_bytes_of(const std::vector<std::string>& paths, bool shards);
 
 // This process's resident memory now, in bytes (0 where unknown).

@@ -135,6 +135,8 @@ TEST(PlanMemoryTest, DataBytesAreFourBytesATextByteAndTheShardsSize) {
   std::ofstream(dir / "b.txt") << std::string(500, 'b');
   EXPECT_DOUBLE_EQ(data_bytes_of({dir.string()}, false), 6000.0);
   EXPECT_DOUBLE_EQ(data_bytes_of({(dir / "a.txt").string()}, true), 1000.0);
+  std::ofstream(dir / "s.bin") << std::string(300, 's');
+  EXPECT_DOUBLE_EQ(data_bytes_of({dir.string()}, true), 300.0);  // a shard folder: its *.bin files
   EXPECT_DOUBLE_EQ(data_bytes_of({(dir / "missing").string()}, true), 0.0);
   std::filesystem::remove_all(dir);
   EXPECT_GT(resident_bytes(), 0.0);
