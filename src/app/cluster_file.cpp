@@ -33,6 +33,21 @@ std::string string_at(const Json& object, const char* key, const std::string& at
   return object[key].get<std::string>();
 }
 
+// An optional array of step times, each > 0 (empty when absent).
+std::vector<double> step_series(const Json& node, const char* key, const std::string& at) {
+  std::vector<double> out;
+  if (!node.contains(key)) return out;
+  if (!node[key].is_array()) throw RecipeError(at + "." + key + " must be an array of step times (s)");
+  for (std::size_t k = 0; k < node[key].size(); ++k) {
+    const auto& v = node[key][k];
+    const double t = v.is_number() ? v.get<double>() : -1.0;
+    if (!std::isfinite(t) || t <= 0.0)
+      throw RecipeError(at + "." + key + "[" + std::to_string(k) + "] must be a step time > 0 (s)");
+    out.push_back(t);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::vector<comm::LinkEstimate>> parse_link_pairs(const Json& links, int count, const std::string& where,
@@ -91,6 +106,7 @@ Cluster read_cluster(const std::string& path) {
     if (n.memory_bytes <= 0.0) throw RecipeError(at + ".memory_bytes must be > 0");
     if (n.step_s <= 0.0) throw RecipeError(at + ".step_s must be > 0");
     if (node.contains("runtime_bytes")) n.runtime_bytes = number_at(node, "runtime_bytes", at);
+    n.steps = step_series(node, "steps", at);
   }
   c.links = parse_link_pairs(doc["links"], count, path, "ranks");
   return c;
@@ -106,6 +122,7 @@ nlohmann::ordered_json cluster_json(const Cluster& cluster) {
                             {"memory_bytes", n.memory_bytes},
                             {"step_s", n.step_s}});
     if (n.runtime_bytes > 0.0) doc["nodes"].back()["runtime_bytes"] = n.runtime_bytes;
+    if (!n.steps.empty()) doc["nodes"].back()["steps"] = n.steps;
   }
   doc["links"] = link_pairs_json(cluster.links);
   return doc;

@@ -4,7 +4,10 @@
 //   {"nodes": [{"rank", "host", "device", "memory_bytes", "step_s"}, ...],
 //    "links": [{"a", "b", "latency_ms", "bandwidth_mbps"}, ...]}
 // A node may also give "runtime_bytes": the rank's resident memory before
-// any model (libtorch, MPI, the process), which the planner adds.
+// any model (libtorch, MPI, the process), which the planner adds, and
+// "steps": the durations (s) of the steps its step_s averages, in order,
+// timed while every rank stepped at once (the planner takes from them how
+// much longer a round's slowest site runs than the mean step says).
 #pragma once
 
 #include <string>
@@ -23,6 +26,7 @@ struct ClusterNode {
   double memory_bytes = 0;   // what this rank may use: host memory, or the GPU's
   double step_s = 0;         // the recipe's inner step, measured on this rank
   double runtime_bytes = 0;  // resident before any model; 0: not given
+  std::vector<double> steps; // each timed step, in order; empty: not given
 };
 
 struct Cluster {

@@ -73,7 +73,27 @@ struct ClusterSites {
   std::vector<bool> leader;  // by rank
   std::vector<std::vector<PairLink>> leader_links;
   double slowest_step_s = 0.0;
+  std::vector<std::vector<double>> site_steps;  // per site: its slowest rank's k-th step; empty if not measured
 };
+
+// A site steps as fast as its slowest rank (its ranks all-reduce every
+// step): the k-th step of each site is the largest of its ranks' k-th.
+std::vector<std::vector<double>> site_step_series(const std::vector<ClusterNode>& nodes,
+                                                  const std::vector<int>& site_of_rank, int sites) {
+  std::vector<std::vector<double>> out(static_cast<std::size_t>(sites));
+  for (const auto& node : nodes) {
+    const auto& steps = node.steps;
+    if (steps.empty()) return {};
+    auto& site = out[static_cast<std::size_t>(site_of_rank[static_cast<std::size_t>(node.rank)])];
+    if (site.empty()) {
+      site = steps;
+      continue;
+    }
+    site.resize(std::min(site.size(), steps.size()));
+    for (std::size_t k = 0; k < site.size(); ++k) site[k] = std::max(site[k], steps[k]);
+  }
+  return out;
+}
 
 ClusterSites sites_from_cluster(const std::string& path, double gap, int recipe_sites) {
   const Cluster cluster = read_cluster(path);
@@ -99,6 +119,7 @@ ClusterSites sites_from_cluster(const std::string& path, double gap, int recipe_
                 recipe_sites);
   }
   std::vector<int> leader(static_cast<std::size_t>(p.num_sites), -1);
+  out.site_steps = site_step_series(cluster.nodes, p.site_of_rank, p.num_sites);
   out.nodes = cluster.nodes;
   out.leader.assign(cluster.nodes.size(), false);
   for (int r = 0; r < static_cast<int>(p.site_of_rank.size()); ++r)
@@ -219,14 +240,14 @@ MeasuredModel measure_model(const Recipe& recipe, const inner::DeviceConfig& dev
     // time, so each sees the sharing of cores training will (one that
     // stopped early would leave the others more than they get).
     const auto start = std::chrono::steady_clock::now();
-    int steps = 0;
     double elapsed = 0.0;
     do {
       loop.run(1);
-      ++steps;
-      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    } while (elapsed < 5.0 || steps < 8);
-    m.step_s = elapsed / steps;
+      const double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      m.steps.push_back(now - elapsed);
+      elapsed = now;
+    } while (elapsed < 5.0 || m.steps.size() < 8);
+    m.step_s = elapsed / static_cast<double>(m.steps.size());
     return m;
   }
   std::vector<double> samples;
@@ -272,6 +293,7 @@ int run_plan(const Recipe& recipe, const PlanOptions& options) {
   in.links = links;
   in.params = params;
   in.step_s = step_s;
+  if (cluster && !options.step_s) in.site_steps = cluster->site_steps;
   in.tokens_per_step = static_cast<double>(recipe.data.batch_size) * recipe.model.seq_len * ranks;
   in.block = static_cast<std::uint32_t>(recipe.compression.block);
   in.topk_ratio = recipe.compression.topk_ratio;
@@ -285,6 +307,12 @@ int run_plan(const Recipe& recipe, const PlanOptions& options) {
               options.step_s ? "given" : (!options.cluster_file.empty() ? "the cluster's slowest rank" : "measured here, one rank"),
               ranks, options.cluster_file.empty() ? "one per site: no cluster file" : "the cluster's",
               recipe.sync.target_comm_share);
+  if (!in.site_steps.empty()) {
+    const int h = recipe.sync.H;
+    std::printf("a round's compute from the sites' step series (the slowest site each round): %.4f s per step "
+                "at H %d, %.4f at H %d\n",
+                round_compute_s(in, h) / h, h, round_compute_s(in, 4 * h) / (4 * h), 4 * h);
+  }
   std::printf("%-10s %-10s %7s %12s %12s %10s %12s %10s %10s %10s\n", "codec", "exchange", "H", "round_s", "sync_s",
               "share", "bytes/round", "util", "delayed", "streaming");
   std::vector<std::string> codecs{recipe.compression.codec};

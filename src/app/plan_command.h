@@ -5,6 +5,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "app/recipe.h"
 #include "inner/inner_loop.h"
@@ -25,6 +26,7 @@ struct PlanOptions {
 struct MeasuredModel {
   std::size_t params = 0;
   double step_s = 0.0;
+  std::vector<double> steps;  // lined up (`ready` given): each timed step, in order
 };
 // `ready`, when given, runs once the model and data are built and before
 // any step is timed (the probe lines every rank up there, so all time their

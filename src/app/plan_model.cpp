@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <numeric>
+#include <vector>
 
 #include "app/recipe.h"
 #include "diloco/compression/codec.h"
@@ -66,20 +68,54 @@ int overlap_rank(const std::string& o) { return o == "none" ? 0 : (o == "delayed
 
 }  // namespace
 
+namespace {
+
+// The mean over windows of h consecutive steps of the largest site's sum
+// (sliding windows); with fewer than 2 h steps in a series, h times the
+// slowest site's mean step.
+double slowest_window(const std::vector<std::vector<double>>& sites, int H) {
+  const auto h = static_cast<std::size_t>(std::max(H, 1));
+  std::size_t n = std::numeric_limits<std::size_t>::max();
+  double slowest_mean = 0.0;
+  for (const auto& s : sites) {
+    n = std::min(n, s.size());
+    slowest_mean = std::max(slowest_mean, std::accumulate(s.begin(), s.end(), 0.0) / static_cast<double>(s.size()));
+  }
+  if (n < 2 * h) return H * slowest_mean;
+  std::vector<std::vector<double>> prefix;
+  for (const auto& s : sites) {
+    prefix.emplace_back(n + 1, 0.0);
+    for (std::size_t k = 0; k < n; ++k) prefix.back()[k + 1] = prefix.back()[k] + s[k];
+  }
+  double total = 0.0;
+  for (std::size_t k = 0; k + h <= n; ++k) {
+    double slowest = 0.0;
+    for (const auto& p : prefix) slowest = std::max(slowest, p[k + h] - p[k]);
+    total += slowest;
+  }
+  return total / static_cast<double>(n - h + 1);
+}
+
+}  // namespace
+
+double round_compute_s(const PlanInputs& in, int H) {
+  return in.site_steps.empty() ? H * in.step_s : slowest_window(in.site_steps, H);
+}
+
 PlanCandidate evaluate(const PlanInputs& in, const std::string& codec_name, const std::string& overlap, int H) {
   const auto codec = codec_of(in, codec_name);
   PlanCandidate c;
   c.codec = codec_name;
   c.overlap = overlap;
   c.H = H;
-  const double compute = H * in.step_s;
+  const double compute = round_compute_s(in, H);
   if (overlap == "streaming") {
     c.fragments = std::max(1, std::min({in.fragments, in.layers, H}));
     c.tau = std::max(1, std::min(H / c.fragments, 5));
     const auto one = exchange(in, *codec, (in.params + c.fragments - 1) / c.fragments);
     c.ring = one.ring;
     c.sync_s = c.fragments * one.seconds;
-    c.exposed_s = c.fragments * std::max(0.0, one.seconds - c.tau * in.step_s);
+    c.exposed_s = c.fragments * std::max(0.0, one.seconds - c.tau * compute / H);
     c.bytes_per_round = c.fragments * one.bytes;
   } else {
     const auto whole = exchange(in, *codec, in.params);

@@ -10,6 +10,13 @@
 // exchange during the next round's H steps (exposed: what H steps do not
 // cover); streaming syncs F fragments of about P/F values in turn, each
 // overlapping tau steps (exposed: F times what tau steps do not cover).
+// Compute: a round lasts as long as its slowest site's H steps, and which
+// site is slowest changes from round to round where ranks share cores or
+// links, so a round's compute is the mean over windows of H consecutive
+// steps of the largest site's sum (the sites' step series, timed while all
+// stepped at once), not H times the slowest mean step, which it exceeds.
+// With fewer than 2 H steps in a series, H times the slowest site's mean;
+// without series, H times step_s.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +33,9 @@ struct PlanInputs {
   std::vector<std::vector<comm::LinkEstimate>> links;  // between site leaders
   std::size_t params = 0;
   double step_s = 0.0;                // the slowest rank's inner step
+  // Per site, its step times in order (a step of a site: its slowest rank's);
+  // empty when not measured.
+  std::vector<std::vector<double>> site_steps;
   double tokens_per_step = 0.0;       // all sites together
   std::uint32_t block = 256;          // codec settings of the recipe
   double topk_ratio = 0.1;
@@ -53,6 +63,9 @@ struct PlanCandidate {
 // sizes payloads with it (the plan's time and memory models alike); throws
 // RecipeError naming it.
 std::unique_ptr<compression::Codec> plan_codec(const std::string& name, std::uint32_t block, double topk_ratio);
+
+// The compute of a round of H steps (see above).
+double round_compute_s(const PlanInputs& in, int H);
 
 // One candidate's numbers.
 PlanCandidate evaluate(const PlanInputs& in, const std::string& codec, const std::string& overlap, int H);

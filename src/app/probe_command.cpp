@@ -63,9 +63,11 @@ int probe_all_ranks(const Recipe& recipe) {
     return failed > 0.0;
   };
   try {
-    mine.step_s = measure_model(recipe, device, /*time_steps=*/true, [&] {
+    auto measured = measure_model(recipe, device, /*time_steps=*/true, [&] {
       if (line_up(0.0)) throw OthersFailed{};
-    }).step_s;
+    });
+    mine.step_s = measured.step_s;
+    mine.steps = std::move(measured.steps);
   } catch (const RecipeError& e) {
     error = e.what();
   } catch (const inner::DataError& e) {
@@ -85,6 +87,7 @@ int probe_all_ranks(const Recipe& recipe) {
   std::vector<std::string> devices;
   for (const auto& d : world->all_gather(std::as_bytes(std::span<const char>(mine.device.data(), mine.device.size()))))
     devices.emplace_back(reinterpret_cast<const char*>(d.data()), d.size());
+  const auto all_steps = world->all_gather(std::as_bytes(std::span<const double>(mine.steps)));
   Cluster cluster;
   cluster.links = comm::probe_links(*world);
   world->barrier();
@@ -92,7 +95,11 @@ int probe_all_ranks(const Recipe& recipe) {
   for (int r = 0; r < world->size(); ++r) {
     double v[3];
     std::memcpy(v, all_numbers[static_cast<std::size_t>(r)].data(), sizeof v);
-    cluster.nodes.push_back({r, hosts[static_cast<std::size_t>(r)], devices[static_cast<std::size_t>(r)], v[0], v[1], v[2]});
+    const auto& bytes = all_steps[static_cast<std::size_t>(r)];
+    std::vector<double> steps(bytes.size() / sizeof(double));
+    std::memcpy(steps.data(), bytes.data(), steps.size() * sizeof(double));
+    cluster.nodes.push_back(
+        {r, hosts[static_cast<std::size_t>(r)], devices[static_cast<std::size_t>(r)], v[0], v[1], v[2], steps});
     std::printf("rank %-3d %-16s %-8s memory %8.2f GB  step %.4f s  runtime %.0f MB\n", r,
                 hosts[static_cast<std::size_t>(r)].c_str(), devices[static_cast<std::size_t>(r)].c_str(), v[0] / 1e9,
                 v[1], v[2] / 1e6);

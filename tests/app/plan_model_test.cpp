@@ -52,6 +52,28 @@ TEST(PlanModelTest, DelayedAndStreamingHideWhatComputeCovers) {
   EXPECT_EQ(evaluate(in, "int8", "streaming", 8).tau, 2);
 }
 
+// Two sites that take turns being slow (as ranks sharing cores do): each
+// one's mean step is 0.15 s, but every round waits for the slow one.
+TEST(PlanModelTest, ARoundWaitsForTheSlowestSiteOfThatRound) {
+  auto in = inputs(2, 100.0, 50.0, 1000, 0.15);
+  in.site_steps.assign(2, {});
+  for (int k = 0; k < 40; ++k) {
+    const bool first_slow = (k / 2) % 2 == 0;  // slow for two steps, then fast for two
+    in.site_steps[0].push_back(first_slow ? 0.2 : 0.1);
+    in.site_steps[1].push_back(first_slow ? 0.1 : 0.2);
+  }
+  // H 2: windows aligned with a turn sum to 0.4 on the slow site, windows
+  // across a turn 0.3 on both: the mean over 39 sliding windows.
+  EXPECT_NEAR(round_compute_s(in, 2), (20 * 0.4 + 19 * 0.3) / 39.0, 1e-12);
+  EXPECT_GT(round_compute_s(in, 2), 2 * 0.15);
+  // H 4 covers one turn of each: 0.6 on both, H times the mean.
+  EXPECT_NEAR(round_compute_s(in, 4), 0.6, 1e-12);
+  EXPECT_NEAR(round_compute_s(in, 30), 30 * 0.15, 1e-12);  // under 2 H steps: H times the mean
+  EXPECT_NEAR(evaluate(in, "none", "none", 4).round_s, 0.6 + evaluate(in, "none", "none", 4).sync_s, 1e-12);
+  in.site_steps.clear();
+  EXPECT_NEAR(round_compute_s(in, 4), 4 * 0.15, 1e-12);  // no series: H times step_s
+}
+
 TEST(PlanModelTest, UtilizationGoalTakesTheSmallestHThatReachesIt) {
   const auto in = inputs(3, 100.0, 30.0, 2000000, 0.05);
   PlanCandidate best;
