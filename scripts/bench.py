@@ -640,11 +640,14 @@ Command: `{' '.join(cmd)}`
 Target: within 15%: in use {in_use} of {len(rows)} models, peak RSS {rss} of {len(rows)} ({yes(in_use == rss == len(rows))}).
 
 Time: 3 sites as network namespaces (tc at 40, 20, 10 Mbit/s), one rank
-each on the 2 cores. `probe --all-ranks` measures every rank's step (all at
-once) and every link; `plan --cluster --goal G` recommends a plan; that plan
-trains 6 rounds across the same namespaces; the steady rounds (2 to 5)
-against the prediction. Targets: round time and utilization within 10%,
-peak RSS within 15%.
+each on the 2 cores. `probe --all-ranks` times every rank's steps (all at
+once, each step kept) and measures every link; `plan --cluster --goal G`
+recommends a plan, a round's compute being the mean over windows of H steps
+of that round's slowest site (3 ranks on 2 cores take turns being slow);
+that plan trains across the same namespaces for at least 6 rounds and 10 s
+of steady rounds (all but the first and the last), which are compared with
+the prediction. Targets: round time and utilization within 10%, peak RSS
+within 15%.
 
 {chr(10).join(chr(10) + c for c in checks)}
 """
