@@ -643,7 +643,9 @@ Time: 3 sites as network namespaces (tc at 40, 20, 10 Mbit/s), one rank
 each on the 2 cores. `probe --all-ranks` times every rank's steps (all at
 once, each step kept) and measures every link; `plan --cluster --goal G`
 recommends a plan, a round's compute being the mean over windows of H steps
-of that round's slowest site (3 ranks on 2 cores take turns being slow);
+of that round's slowest site (3 ranks on 2 cores take turns being slow),
+the steps an overlapped exchange is in flight for slowed by the host's
+measured `overlap_slowdown`;
 that plan trains across the same namespaces for at least 6 rounds and 10 s
 of steady rounds (all but the first and the last), which are compared with
 the prediction. Targets: round time and utilization within 10%, peak RSS

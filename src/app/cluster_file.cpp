@@ -107,6 +107,10 @@ Cluster read_cluster(const std::string& path) {
     if (n.step_s <= 0.0) throw RecipeError(at + ".step_s must be > 0");
     if (node.contains("runtime_bytes")) n.runtime_bytes = number_at(node, "runtime_bytes", at);
     n.steps = step_series(node, "steps", at);
+    if (node.contains("overlap_slowdown")) {
+      n.overlap_slowdown = number_at(node, "overlap_slowdown", at);
+      if (n.overlap_slowdown <= 0.0) throw RecipeError(at + ".overlap_slowdown must be > 0");
+    }
   }
   c.links = parse_link_pairs(doc["links"], count, path, "ranks");
   return c;
@@ -123,6 +127,7 @@ nlohmann::ordered_json cluster_json(const Cluster& cluster) {
                             {"step_s", n.step_s}});
     if (n.runtime_bytes > 0.0) doc["nodes"].back()["runtime_bytes"] = n.runtime_bytes;
     if (!n.steps.empty()) doc["nodes"].back()["steps"] = n.steps;
+    if (n.overlap_slowdown > 0.0) doc["nodes"].back()["overlap_slowdown"] = n.overlap_slowdown;
   }
   doc["links"] = link_pairs_json(cluster.links);
   return doc;

@@ -7,7 +7,9 @@
 // any model (libtorch, MPI, the process), which the planner adds, and
 // "steps": the durations (s) of the steps its step_s averages, in order,
 // timed while every rank stepped at once (the planner takes from them how
-// much longer a round's slowest site runs than the mean step says).
+// much longer a round's slowest site runs than the mean step says), and
+// "overlap_slowdown": how much longer a step takes while exchanges run on
+// every rank's comm thread (delayed and streaming overlap pay it).
 #pragma once
 
 #include <string>
@@ -27,6 +29,7 @@ struct ClusterNode {
   double step_s = 0;         // the recipe's inner step, measured on this rank
   double runtime_bytes = 0;  // resident before any model; 0: not given
   std::vector<double> steps; // each timed step, in order; empty: not given
+  double overlap_slowdown = 0;  // a step with an exchange in flight over one without; 0: not given
 };
 
 struct Cluster {

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -74,6 +75,7 @@ struct ClusterSites {
   std::vector<std::vector<PairLink>> leader_links;
   double slowest_step_s = 0.0;
   std::vector<std::vector<double>> site_steps;  // per site: its slowest rank's k-th step; empty if not measured
+  std::vector<double> site_overlap_slowdown;    // per site: its leader's; empty if not measured
 };
 
 // A site steps as fast as its slowest rank (its ranks all-reduce every
@@ -91,6 +93,28 @@ std::vector<std::vector<double>> site_step_series(const std::vector<ClusterNode>
     }
     site.resize(std::min(site.size(), steps.size()));
     for (std::size_t k = 0; k < site.size(); ++k) site[k] = std::max(site[k], steps[k]);
+  }
+  return out;
+}
+
+// What an exchange in flight costs each site's leader: the mean of the
+// slowdowns measured on its host's ranks. Ranks that share a host share its
+// cores: the comm threads' work lands on whichever steps the kernel puts it
+// beside, which changes from second to second (one rank's own figure
+// ranged 0.86 to 1.75 over probes of the same cluster, the host's mean 1.11
+// to 1.19). Empty unless every rank measured one.
+std::vector<double> host_overlap_slowdown(const std::vector<ClusterNode>& nodes, const std::vector<int>& leaders) {
+  std::map<std::string, std::pair<double, int>> host;  // sum, ranks
+  for (const auto& n : nodes) {
+    if (n.overlap_slowdown <= 0.0) return {};
+    auto& h = host[n.host];
+    h.first += n.overlap_slowdown;
+    ++h.second;
+  }
+  std::vector<double> out;
+  for (int l : leaders) {
+    const auto& h = host[nodes[static_cast<std::size_t>(l)].host];
+    out.push_back(h.first / h.second);
   }
   return out;
 }
@@ -131,6 +155,7 @@ ClusterSites sites_from_cluster(const std::string& path, double gap, int recipe_
   for (std::size_t a = 0; a < leader.size(); ++a)
     for (std::size_t b = 0; b < leader.size(); ++b)
       if (a != b) out.leader_links[a][b] = cluster.links[leader[a]][leader[b]];
+  out.site_overlap_slowdown = host_overlap_slowdown(cluster.nodes, leader);
   if (blocks)
     std::printf("to train on them: topology.site_by = \"block\" (the default) with topology.sites = %d\n\n", recipe_sites);
   else
@@ -219,44 +244,6 @@ void print_memory(const Recipe& r, double params, int sites, double runtime, con
 
 }  // namespace
 
-MeasuredModel measure_model(const Recipe& recipe, const inner::DeviceConfig& device, bool time_steps,
-                            const std::function<void()>& ready) {
-  MeasuredModel m;
-  if (!time_steps && recipe.model.kind != inner::ModelKind::kTorchScript) {  // counted without building it
-    m.params = static_cast<std::size_t>(inner::parameter_count(recipe.model));
-    return m;
-  }
-  inner::set_compute_threads(recipe.run.threads);
-  inner::SoloGroup solo;
-  const auto data = load_dataset(recipe);
-  inner::InnerLoop loop(recipe.model, recipe.inner, recipe.data, data, {}, solo,
-                        static_cast<std::uint64_t>(recipe.run.seed), 1000, device);
-  m.params = loop.num_params();
-  if (!time_steps) return m;
-  if (ready) ready();
-  loop.run(5);
-  if (ready) {
-    // Lined up with the other ranks: all step for the same stretch of wall
-    // time, so each sees the sharing of cores training will (one that
-    // stopped early would leave the others more than they get).
-    const auto start = std::chrono::steady_clock::now();
-    double elapsed = 0.0;
-    do {
-      loop.run(1);
-      const double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      m.steps.push_back(now - elapsed);
-      elapsed = now;
-    } while (elapsed < 5.0 || m.steps.size() < 8);
-    m.step_s = elapsed / static_cast<double>(m.steps.size());
-    return m;
-  }
-  std::vector<double> samples;
-  for (int i = 0; i < 7; ++i) samples.push_back(loop.run(4).seconds / 4.0);
-  std::sort(samples.begin(), samples.end());
-  m.step_s = samples[samples.size() / 2];
-  return m;
-}
-
 int run_plan(const Recipe& recipe, const PlanOptions& options) {
   inner::warm_up_runtime({});
   const double runtime = resident_bytes();  // libtorch started, before any model or data
@@ -294,6 +281,7 @@ int run_plan(const Recipe& recipe, const PlanOptions& options) {
   in.params = params;
   in.step_s = step_s;
   if (cluster && !options.step_s) in.site_steps = cluster->site_steps;
+  if (cluster) in.site_overlap_slowdown = cluster->site_overlap_slowdown;
   in.tokens_per_step = static_cast<double>(recipe.data.batch_size) * recipe.model.seq_len * ranks;
   in.block = static_cast<std::uint32_t>(recipe.compression.block);
   in.topk_ratio = recipe.compression.topk_ratio;
@@ -310,8 +298,9 @@ int run_plan(const Recipe& recipe, const PlanOptions& options) {
   if (!in.site_steps.empty()) {
     const int h = recipe.sync.H;
     std::printf("a round's compute from the sites' step series (the slowest site each round): %.4f s per step "
-                "at H %d, %.4f at H %d\n",
-                round_compute_s(in, h) / h, h, round_compute_s(in, 4 * h) / (4 * h), 4 * h);
+                "at H %d, %.4f at H %d; with an exchange in flight throughout, %.4f at H %d\n",
+                round_compute_s(in, h) / h, h, round_compute_s(in, 4 * h) / (4 * h), 4 * h,
+                round_compute_s(in, h, 1.0) / h, h);
   }
   std::printf("%-10s %-10s %7s %12s %12s %10s %12s %10s %10s %10s\n", "codec", "exchange", "H", "round_s", "sync_s",
               "share", "bytes/round", "util", "delayed", "streaming");

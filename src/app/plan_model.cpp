@@ -70,10 +70,10 @@ int overlap_rank(const std::string& o) { return o == "none" ? 0 : (o == "delayed
 
 namespace {
 
-// The mean over windows of h consecutive steps of the largest site's sum
-// (sliding windows); with fewer than 2 h steps in a series, h times the
-// slowest site's mean step.
-double slowest_window(const std::vector<std::vector<double>>& sites, int H) {
+// The mean over windows of h consecutive steps of the largest of `floor` and
+// the slowest site's sum (sliding windows); with fewer than 2 h steps in a
+// series, the largest of `floor` and h times the slowest site's mean step.
+double slowest_window(const std::vector<std::vector<double>>& sites, int H, double floor) {
   const auto h = static_cast<std::size_t>(std::max(H, 1));
   std::size_t n = std::numeric_limits<std::size_t>::max();
   double slowest_mean = 0.0;
@@ -81,7 +81,7 @@ double slowest_window(const std::vector<std::vector<double>>& sites, int H) {
     n = std::min(n, s.size());
     slowest_mean = std::max(slowest_mean, std::accumulate(s.begin(), s.end(), 0.0) / static_cast<double>(s.size()));
   }
-  if (n < 2 * h) return H * slowest_mean;
+  if (n < 2 * h) return std::max(floor, H * slowest_mean);
   std::vector<std::vector<double>> prefix;
   for (const auto& s : sites) {
     prefix.emplace_back(n + 1, 0.0);
@@ -89,7 +89,7 @@ double slowest_window(const std::vector<std::vector<double>>& sites, int H) {
   }
   double total = 0.0;
   for (std::size_t k = 0; k + h <= n; ++k) {
-    double slowest = 0.0;
+    double slowest = floor;
     for (const auto& p : prefix) slowest = std::max(slowest, p[k + h] - p[k]);
     total += slowest;
   }
@@ -98,8 +98,23 @@ double slowest_window(const std::vector<std::vector<double>>& sites, int H) {
 
 }  // namespace
 
-double round_compute_s(const PlanInputs& in, int H) {
-  return in.site_steps.empty() ? H * in.step_s : slowest_window(in.site_steps, H);
+double round_compute_s(const PlanInputs& in, int H, double overlapped, double floor) {
+  const double f = std::clamp(overlapped, 0.0, 1.0);
+  // A step's expected cost when f of the steps run beside the exchange.
+  const auto scale = [&](std::size_t s) {
+    const double slowdown = s < in.site_overlap_slowdown.size() ? std::max(1.0, in.site_overlap_slowdown[s]) : 1.0;
+    return (1.0 - f) + f * slowdown;
+  };
+  if (in.site_steps.empty()) {
+    double worst = 1.0;
+    for (std::size_t s = 0; s < in.site_overlap_slowdown.size(); ++s) worst = std::max(worst, scale(s));
+    return std::max(floor, H * in.step_s * worst);
+  }
+  if (f == 0.0 || in.site_overlap_slowdown.empty()) return slowest_window(in.site_steps, H, floor);
+  auto busy = in.site_steps;
+  for (std::size_t s = 0; s < busy.size(); ++s)
+    for (auto& t : busy[s]) t *= scale(s);
+  return slowest_window(busy, H, floor);
 }
 
 PlanCandidate evaluate(const PlanInputs& in, const std::string& codec_name, const std::string& overlap, int H) {
@@ -108,20 +123,30 @@ PlanCandidate evaluate(const PlanInputs& in, const std::string& codec_name, cons
   c.codec = codec_name;
   c.overlap = overlap;
   c.H = H;
-  const double compute = round_compute_s(in, H);
+  // Overlapped, the steps the exchange is in flight for run slower.
+  const double plain = round_compute_s(in, H);
+  double compute = plain;
   if (overlap == "streaming") {
     c.fragments = std::max(1, std::min({in.fragments, in.layers, H}));
     c.tau = std::max(1, std::min(H / c.fragments, 5));
     const auto one = exchange(in, *codec, (in.params + c.fragments - 1) / c.fragments);
     c.ring = one.ring;
     c.sync_s = c.fragments * one.seconds;
+    compute = round_compute_s(in, H, plain > 0.0 ? c.sync_s / plain : 1.0);
     c.exposed_s = c.fragments * std::max(0.0, one.seconds - c.tau * compute / H);
     c.bytes_per_round = c.fragments * one.bytes;
   } else {
     const auto whole = exchange(in, *codec, in.params);
     c.ring = whole.ring;
     c.sync_s = whole.seconds;
-    c.exposed_s = overlap == "delayed" ? std::max(0.0, whole.seconds - compute) : whole.seconds;
+    if (overlap == "delayed") {
+      // A round ends when both its steps and the exchange beside them have:
+      // the mean over windows of the larger of the two.
+      compute = round_compute_s(in, H, plain > 0.0 ? c.sync_s / plain : 1.0);
+      c.exposed_s = round_compute_s(in, H, plain > 0.0 ? c.sync_s / plain : 1.0, c.sync_s) - compute;
+    } else {
+      c.exposed_s = whole.seconds;
+    }
     c.bytes_per_round = whole.bytes;
   }
   c.round_s = compute + c.exposed_s;

@@ -8,7 +8,8 @@
 // or, where it sends fewer bytes, the ring (2 (n - 1) hops of a 1/n chunk).
 // Overlap: blocking exposes the whole exchange; delayed runs a round's
 // exchange during the next round's H steps (exposed: what H steps do not
-// cover); streaming syncs F fragments of about P/F values in turn, each
+// cover, round by round: the mean over windows of H steps of the larger of
+// the exchange and the window, less the mean window); streaming syncs F fragments of about P/F values in turn, each
 // overlapping tau steps (exposed: F times what tau steps do not cover).
 // Compute: a round lasts as long as its slowest site's H steps, and which
 // site is slowest changes from round to round where ranks share cores or
@@ -16,7 +17,11 @@
 // steps of the largest site's sum (the sites' step series, timed while all
 // stepped at once), not H times the slowest mean step, which it exceeds.
 // With fewer than 2 H steps in a series, H times the slowest site's mean;
-// without series, H times step_s.
+// without series, H times step_s. Overlapped (delayed, streaming), the share
+// of the round's steps the exchange is in flight for (its time over the
+// compute's, at most 1) runs each site's steps times its leader's overlap
+// slowdown (plan --cluster: the mean measured on the leader's host; values
+// under 1 are noise and count as 1).
 #pragma once
 
 #include <cstdint>
@@ -36,6 +41,7 @@ struct PlanInputs {
   // Per site, its step times in order (a step of a site: its slowest rank's);
   // empty when not measured.
   std::vector<std::vector<double>> site_steps;
+  std::vector<double> site_overlap_slowdown;  // per site, its leader's; empty: not measured (1)
   double tokens_per_step = 0.0;       // all sites together
   std::uint32_t block = 256;          // codec settings of the recipe
   double topk_ratio = 0.1;
@@ -64,8 +70,11 @@ struct PlanCandidate {
 // RecipeError naming it.
 std::unique_ptr<compression::Codec> plan_codec(const std::string& name, std::uint32_t block, double topk_ratio);
 
-// The compute of a round of H steps (see above).
-double round_compute_s(const PlanInputs& in, int H);
+// The compute of a round of H steps, `overlapped` (0..1) of them with an
+// exchange in flight (see above); with `floor`, the mean over windows of the
+// larger of floor and the window's compute (a delayed round: its steps or
+// the exchange beside them, whichever ends later).
+double round_compute_s(const PlanInputs& in, int H, double overlapped = 0.0, double floor = 0.0);
 
 // One candidate's numbers.
 PlanCandidate evaluate(const PlanInputs& in, const std::string& codec, const std::string& overlap, int H);

@@ -7,20 +7,30 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <future>
 #include <iostream>
+#include <memory>
+#include <thread>
 
 #include "app/cluster_file.h"
 #include "app/metrics_log.h"
 #include "app/plan_memory.h"
 #include "app/plan_command.h"
 #include "app/sites.h"
+#include "app/train_support.h"
+#include "comm/comm_thread.h"
 #include "comm/link_probe.h"
 #include "comm/mpi_communicator.h"
 #include "comm/topology.h"
+#include "outer/exchange.h"
 
 namespace diloco::app {
 namespace {
@@ -35,6 +45,67 @@ double usable_memory(const inner::DeviceConfig& device, const std::vector<std::s
 }
 
 struct OthersFailed {};  // another rank could not build the model or data
+
+// What a site leader's overlapped exchange does to its steps: a comm thread
+// (on a duplicated communicator that sleeps between tests, as training's)
+// runs the recipe's exchange (codec, algorithm) of a whole model's
+// pseudo-gradient among all ranks, back to back for a burst of ~0.6 s, then
+// rests as long, and again. Every rank runs the same exchanges: after each
+// one all say whether their burst is over (or they were asked to stop), and
+// after each rest whether to go on.
+class ExchangeBursts final : public BackgroundBursts {
+ public:
+  ExchangeBursts(comm::Communicator& world, const Recipe& recipe, std::size_t params)
+      : comm_(world.duplicate()),
+        exchange_(*comm_, make_codec(recipe.compression), exchange_options(recipe)),
+        delta_(params) {
+    for (std::size_t i = 0; i < delta_.size(); ++i)  // a pseudo-gradient's scale, different on every rank
+      delta_[i] = 1e-3f * static_cast<float>((i * 2654435761u + static_cast<std::size_t>(comm_->rank()) * 97) % 2001) /
+                      2000.0f - 5e-4f;
+    done_ = thread_.submit([this] { run(); });
+  }
+  ~ExchangeBursts() override {
+    if (done_.valid()) try {
+        stop();
+      } catch (...) {
+      }
+  }
+  std::uint64_t phase() const override { return phase_.load(); }
+  void stop() override {
+    stop_ = true;
+    done_.get();
+  }
+
+ private:
+  static constexpr double kBurstS = 0.6;
+  bool agree(bool mine) {  // true when any rank says so
+    double v = mine ? 1.0 : 0.0;
+    comm_->all_reduce_sum(std::span<double>(&v, 1));
+    return v > 0.0;
+  }
+  void run() {
+    for (std::int64_t round = 1;;) {
+      ++phase_;  // odd: a burst
+      const auto start = std::chrono::steady_clock::now();
+      bool over = false;
+      while (!over) {
+        exchange_.average(delta_, outer::SiteUpdate{}, round++);
+        over = agree(stop_ || std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= kBurstS);
+      }
+      ++phase_;  // even: a rest
+      std::this_thread::sleep_for(std::chrono::duration<double>(kBurstS));
+      if (agree(stop_)) return;
+    }
+  }
+
+  std::unique_ptr<comm::Communicator> comm_;
+  outer::Exchange exchange_;
+  std::vector<float> delta_;
+  std::atomic<std::uint64_t> phase_{0};
+  std::atomic<bool> stop_{false};
+  comm::CommThread thread_;
+  std::future<void> done_;
+};
 
 // Every rank times the recipe's step at once (as in training, where they
 // share the machines), then every pair of ranks is probed in rounds.
@@ -52,22 +123,28 @@ int probe_all_ranks(const Recipe& recipe) {
   inner::warm_up_runtime(device);
   mine.runtime_bytes = resident_bytes();  // MPI and libtorch up, no model yet
   // Every rank learns whether any failed, so all stop together: once when
-  // the model and data are built (then all time their steps at once), and
-  // once after the timing. A rank that fails before the first takes part in
-  // it from here, so every rank joins each sum exactly once.
+  // the model and data are built (then all time their steps at once), again
+  // before the steps timed with exchanges in bursts (more than one rank),
+  // and once after the timing. A rank that fails before a line-up takes
+  // part in those left from here, so every rank joins each sum exactly once.
   std::string error;
-  bool lined_up = false, others_failed = false;
+  const int line_ups = world->size() > 1 ? 2 : 1;
+  int lined_up = 0;
+  bool others_failed = false;
   const auto line_up = [&](double failed) {
-    lined_up = true;
+    ++lined_up;
     world->all_reduce_sum(std::span<double>(&failed, 1));
     return failed > 0.0;
   };
+  std::function<std::unique_ptr<BackgroundBursts>(std::size_t)> bursts;
+  if (line_ups > 1)
+    bursts = [&](std::size_t params) { return std::make_unique<ExchangeBursts>(*world, recipe, params); };
   try {
-    auto measured = measure_model(recipe, device, /*time_steps=*/true, [&] {
-      if (line_up(0.0)) throw OthersFailed{};
-    });
+    auto measured = measure_model(
+        recipe, device, /*time_steps=*/true, [&] { if (line_up(0.0)) throw OthersFailed{}; }, bursts);
     mine.step_s = measured.step_s;
     mine.steps = std::move(measured.steps);
+    mine.overlap_slowdown = measured.overlap_slowdown;
   } catch (const RecipeError& e) {
     error = e.what();
   } catch (const inner::DataError& e) {
@@ -75,14 +152,14 @@ int probe_all_ranks(const Recipe& recipe) {
   } catch (const OthersFailed&) {
     others_failed = true;
   }
-  if (!lined_up) line_up(1.0);
+  while (lined_up < line_ups) line_up(1.0);
   double failed = error.empty() && !others_failed ? 0.0 : 1.0;
   world->all_reduce_sum(std::span<double>(&failed, 1));
   if (failed > 0.0) {
     if (!error.empty()) std::cerr << "diloco: error: rank " << rank << ": " << error << std::endl;
     return 2;
   }
-  std::vector<double> numbers{mine.memory_bytes, mine.step_s, mine.runtime_bytes};
+  std::vector<double> numbers{mine.memory_bytes, mine.step_s, mine.runtime_bytes, mine.overlap_slowdown};
   const auto all_numbers = world->all_gather(std::as_bytes(std::span<const double>(numbers)));
   std::vector<std::string> devices;
   for (const auto& d : world->all_gather(std::as_bytes(std::span<const char>(mine.device.data(), mine.device.size()))))
@@ -93,16 +170,16 @@ int probe_all_ranks(const Recipe& recipe) {
   world->barrier();
   if (rank != 0) return 0;
   for (int r = 0; r < world->size(); ++r) {
-    double v[3];
+    double v[4];
     std::memcpy(v, all_numbers[static_cast<std::size_t>(r)].data(), sizeof v);
     const auto& bytes = all_steps[static_cast<std::size_t>(r)];
     std::vector<double> steps(bytes.size() / sizeof(double));
     std::memcpy(steps.data(), bytes.data(), steps.size() * sizeof(double));
     cluster.nodes.push_back(
-        {r, hosts[static_cast<std::size_t>(r)], devices[static_cast<std::size_t>(r)], v[0], v[1], v[2], steps});
-    std::printf("rank %-3d %-16s %-8s memory %8.2f GB  step %.4f s  runtime %.0f MB\n", r,
-                hosts[static_cast<std::size_t>(r)].c_str(), devices[static_cast<std::size_t>(r)].c_str(), v[0] / 1e9,
-                v[1], v[2] / 1e6);
+        {r, hosts[static_cast<std::size_t>(r)], devices[static_cast<std::size_t>(r)], v[0], v[1], v[2], steps, v[3]});
+    std::printf("rank %-3d %-16s %-8s memory %8.2f GB  step %.4f s (x%.3f with an exchange in flight)  runtime %.0f MB\n",
+                r, hosts[static_cast<std::size_t>(r)].c_str(), devices[static_cast<std::size_t>(r)].c_str(),
+                v[0] / 1e9, v[1], v[3] > 0.0 ? v[3] : 1.0, v[2] / 1e6);
   }
   for (int a = 0; a < world->size(); ++a)
     for (int b = a + 1; b < world->size(); ++b)

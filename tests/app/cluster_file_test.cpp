@@ -42,9 +42,9 @@ std::string refusal(const std::string& name, const std::string& text) {
 
 TEST(ClusterFileTest, WrittenAndReadBack) {
   Cluster c;
-  c.nodes = {{0, "a", "cpu", 2e9, 0.01, 2.1e8, {0.009, 0.011}},
-             {1, "b", "cuda:0", 8e10, 0.002, 0, {}},
-             {2, "b", "cuda:1", 8e10, 0.003, 0, {}}};
+  c.nodes = {{0, "a", "cpu", 2e9, 0.01, 2.1e8, {0.009, 0.011}, 1.12},
+             {1, "b", "cuda:0", 8e10, 0.002, 0, {}, 0},
+             {2, "b", "cuda:1", 8e10, 0.003, 0, {}, 0}};
   c.links.assign(3, std::vector<diloco::comm::LinkEstimate>(3));
   c.links[0][1] = c.links[1][0] = {0.02, 12.5e6};
   c.links[0][2] = c.links[2][0] = {0.03, 2.5e6};
@@ -58,6 +58,8 @@ TEST(ClusterFileTest, WrittenAndReadBack) {
   EXPECT_DOUBLE_EQ(back.nodes[1].runtime_bytes, 0.0);
   EXPECT_EQ(back.nodes[0].steps, (std::vector<double>{0.009, 0.011}));
   EXPECT_TRUE(back.nodes[1].steps.empty());  // optional too
+  EXPECT_DOUBLE_EQ(back.nodes[0].overlap_slowdown, 1.12);
+  EXPECT_DOUBLE_EQ(back.nodes[1].overlap_slowdown, 0.0);  // and this
   EXPECT_DOUBLE_EQ(back.links[2][0].latency_s, 0.03);
   EXPECT_DOUBLE_EQ(back.links[1][0].bandwidth_bytes_per_s, 12.5e6);
   EXPECT_EQ(bandwidth_matrix(back.links)[1][2], 0.0);
@@ -93,6 +95,9 @@ TEST(ClusterFileTest, BadFilesNameTheFileAndTheField) {
             std::string::npos);
   EXPECT_NE(refusal("c_steps.json", "{\"nodes\":[" + node(0, ",\"steps\":[0.1,-2]") + "],\"links\":[]}")
                 .find("c_steps.json: nodes[0].steps[1] must be a step time > 0"),
+            std::string::npos);
+  EXPECT_NE(refusal("c_slowdown.json", "{\"nodes\":[" + node(0, ",\"overlap_slowdown\":0") + "],\"links\":[]}")
+                .find("c_slowdown.json: nodes[0].overlap_slowdown must be > 0"),
             std::string::npos);
   EXPECT_NE(refusal("c_steps3.json", "{\"nodes\":[" + node(0, ",\"steps\":[\"x\"]") + "],\"links\":[]}")
                 .find("nodes[0].steps[0] must be a step time > 0"),

@@ -70,8 +70,37 @@ TEST(PlanModelTest, ARoundWaitsForTheSlowestSiteOfThatRound) {
   EXPECT_NEAR(round_compute_s(in, 4), 0.6, 1e-12);
   EXPECT_NEAR(round_compute_s(in, 30), 30 * 0.15, 1e-12);  // under 2 H steps: H times the mean
   EXPECT_NEAR(evaluate(in, "none", "none", 4).round_s, 0.6 + evaluate(in, "none", "none", 4).sync_s, 1e-12);
+  // Delayed: a round ends when its steps and the exchange beside them have,
+  // round by round. At H 1 every window is 0.2 (one site is slow each
+  // step); with an exchange of 0.25 s, each round waits 0.05 s more.
+  EXPECT_NEAR(round_compute_s(in, 1, 0.0, 0.25), 0.25, 1e-12);
+  EXPECT_NEAR(round_compute_s(in, 2, 0.0, 0.35), (20 * 0.4 + 19 * 0.35) / 39.0, 1e-12);
+  const auto delayed = evaluate(in, "none", "delayed", 2);
+  EXPECT_NEAR(delayed.round_s, round_compute_s(in, 2, 0.0, delayed.sync_s), 1e-12);
+  EXPECT_NEAR(delayed.exposed_s, delayed.round_s - round_compute_s(in, 2), 1e-12);
   in.site_steps.clear();
   EXPECT_NEAR(round_compute_s(in, 4), 4 * 0.15, 1e-12);  // no series: H times step_s
+}
+
+// Steps run 20% slower with an exchange in flight on site 1 (site 0 not at
+// all): a delayed exchange that lasts half the round's compute slows half of
+// the steps of the round, which waits for site 1.
+TEST(PlanModelTest, OverlappedStepsPayTheMeasuredSlowdown) {
+  auto in = inputs(2, 100.0, 50.0, 4000000, 0.1);
+  in.site_steps.assign(2, std::vector<double>(100, 0.1));
+  in.site_overlap_slowdown = {0.9, 1.2};  // under 1: noise, counts as 1
+  EXPECT_NEAR(round_compute_s(in, 10, 0.5), 1.1, 1e-12);
+  EXPECT_NEAR(round_compute_s(in, 10, 3.0), 1.2, 1e-12);  // at most all of them
+  EXPECT_NEAR(round_compute_s(in, 10), 1.0, 1e-12);
+  const auto blocking = evaluate(in, "int8", "none", 40);
+  EXPECT_NEAR(blocking.round_s, 4.0 + blocking.sync_s, 1e-12);  // blocking: nothing in flight while stepping
+  const auto delayed = evaluate(in, "int8", "delayed", 40);
+  const double f = blocking.sync_s / 4.0;
+  ASSERT_LT(f, 1.0);
+  EXPECT_NEAR(delayed.round_s, 4.0 * (1.0 - f) + 4.8 * f, 1e-12);
+  EXPECT_DOUBLE_EQ(delayed.exposed_s, 0.0);
+  in.site_steps.clear();  // without series: H times step_s, the worst slowdown on the overlapped share
+  EXPECT_NEAR(round_compute_s(in, 10, 0.5), 1.1, 1e-12);
 }
 
 TEST(PlanModelTest, UtilizationGoalTakesTheSmallestHThatReachesIt) {

@@ -1,6 +1,7 @@
 # The planner against real runs: 3 sites as network namespaces with links
 # shaped by tc (40, 20 and 10 Mbit/s). `probe --all-ranks` measures the
-# cluster (every rank's step while all step at once, every pair's link);
+# cluster (every rank's steps while all step at once, without and with
+# exchanges on the comm threads, and every pair's link);
 # `plan --cluster --goal` recommends a plan and predicts its round time,
 # utilization and each rank's peak memory; the plan then trains across the
 # same namespaces. Measured against predicted: round time and utilization

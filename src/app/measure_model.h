@@ -1,0 +1,51 @@
+// The recipe's model timed on this machine: what `plan` measures when no
+// step time is given, and what `probe --all-ranks` records for every rank.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "app/recipe.h"
+#include "inner/inner_loop.h"
+
+namespace diloco::app {
+
+// The recipe's model built on `device`: its parameter count and (with
+// `time_steps`) its inner-step time in seconds, the median of a few short
+// runs after a warm-up, so one slow burst of the machine does not set it.
+// Throws RecipeError or inner::DataError.
+struct MeasuredModel {
+  std::size_t params = 0;
+  double step_s = 0.0;
+  std::vector<double> steps;     // lined up (`ready` given): each timed step, in order
+  double overlap_slowdown = 0.0;  // with `traffic`: a step in a burst over a step between bursts; 0: not measured
+};
+
+// Exchanges a comm thread runs in bursts while steps are timed (the probe's
+// stand-in for an overlapped exchange). phase() is odd while a burst is in
+// flight and even between bursts, and changes at every start and end.
+class BackgroundBursts {
+ public:
+  virtual ~BackgroundBursts() = default;
+  virtual std::uint64_t phase() const = 0;
+  // Ends the bursts (on every rank taking part); rethrows the thread's error.
+  virtual void stop() = 0;
+};
+
+// `ready`, when given, runs once the model and data are built and before
+// any step is timed (the probe lines every rank up there, so all time their
+// steps at once, as they will train); the step is then the mean over 5 s of
+// steps (8 at least), the same stretch of time on every rank. `traffic`,
+// when given too, runs after `ready` runs again (with the parameter count)
+// and starts bursts; steps are then timed for 6 s more, each one wholly in a
+// burst or wholly between two kept (one that a burst starts or ends during is
+// dropped), and overlap_slowdown is the mean of the first over the mean of
+// the second: bursts and rests alternate every ~0.6 s, so a machine that
+// speeds up or slows down over seconds weighs on both alike.
+MeasuredModel measure_model(
+    const Recipe& recipe, const inner::DeviceConfig& device, bool time_steps, const std::function<void()>& ready = {},
+    const std::function<std::unique_ptr<BackgroundBursts>(std::size_t)>& traffic = {});
+
+}  // namespace diloco::app
