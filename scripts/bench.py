@@ -611,7 +611,7 @@ def plan_check(q):
     for goal in goals:
         shown = f"tests/netsim/plan_check.sh {goal}"
         print(f"bench: {shown}", file=sys.stderr, flush=True)
-        e = dict(env(), DILOCO_BIN=os.path.join(ROOT, "build/diloco"), MPIRUN="mpirun")
+        e = dict(env(), DILOCO_BIN=os.path.join(ROOT, "build/diloco"), MPIRUN="mpirun", PLAN_TARGETS="1")
         p = subprocess.run(["bash", "tests/netsim/plan_check.sh", goal], cwd=ROOT, env=e, capture_output=True, text=True)
         if p.returncode == 77:
             checks.append(f"goal {goal}: skipped ({p.stdout.strip()})")

@@ -26,7 +26,7 @@ double time_in_bursts(inner::InnerLoop& loop, std::unique_ptr<BackgroundBursts> 
   int on_steps = 0, off_steps = 0;
   const auto start = std::chrono::steady_clock::now();
   double elapsed = 0.0;
-  while (elapsed < 6.0 || ((on_steps < 5 || off_steps < 5) && elapsed < 30.0)) {
+  while (elapsed < 6.0 || ((on_steps < 5 || off_steps < 5) && elapsed < 60.0)) {
     const auto phase = bursts->phase();
     const auto t0 = std::chrono::steady_clock::now();
     loop.run(1);
@@ -53,7 +53,7 @@ double time_in_bursts(inner::InnerLoop& loop, std::unique_ptr<BackgroundBursts> 
 
 MeasuredModel measure_model(const Recipe& recipe, const inner::DeviceConfig& device, bool time_steps,
                             const std::function<void()>& ready,
-                            const std::function<std::unique_ptr<BackgroundBursts>(std::size_t)>& traffic) {
+                            const std::function<std::unique_ptr<BackgroundBursts>(std::size_t, double)>& traffic) {
   MeasuredModel m;
   if (!time_steps && recipe.model.kind != inner::ModelKind::kTorchScript) {  // counted without building it
     m.params = static_cast<std::size_t>(inner::parameter_count(recipe.model));
@@ -83,7 +83,7 @@ MeasuredModel measure_model(const Recipe& recipe, const inner::DeviceConfig& dev
     m.step_s = elapsed / static_cast<double>(m.steps.size());
     if (traffic) {
       ready();
-      m.overlap_slowdown = time_in_bursts(loop, traffic(m.params));
+      m.overlap_slowdown = time_in_bursts(loop, traffic(m.params, m.step_s));
     }
     return m;
   }

@@ -38,14 +38,16 @@ class BackgroundBursts {
 // any step is timed (the probe lines every rank up there, so all time their
 // steps at once, as they will train); the step is then the mean over 5 s of
 // steps (8 at least), the same stretch of time on every rank. `traffic`,
-// when given too, runs after `ready` runs again (with the parameter count)
-// and starts bursts; steps are then timed for 6 s more, each one wholly in a
-// burst or wholly between two kept (one that a burst starts or ends during is
-// dropped), and overlap_slowdown is the mean of the first over the mean of
-// the second: bursts and rests alternate every ~0.6 s, so a machine that
-// speeds up or slows down over seconds weighs on both alike.
+// when given too, runs after `ready` runs again (with the parameter count and
+// the mean step) and starts bursts; steps are then timed for 6 s more, and
+// on until 5 lay wholly in bursts and 5 wholly between (60 s at most; one
+// that a burst starts or ends during is dropped), and overlap_slowdown is
+// the mean of the first over the mean of the second (0 when either is
+// missing): bursts and rests alternate every second or so, so a machine
+// that speeds up or slows down over seconds weighs on both alike. Stopping
+// the bursts waits for every rank taking part to stop them.
 MeasuredModel measure_model(
     const Recipe& recipe, const inner::DeviceConfig& device, bool time_steps, const std::function<void()>& ready = {},
-    const std::function<std::unique_ptr<BackgroundBursts>(std::size_t)>& traffic = {});
+    const std::function<std::unique_ptr<BackgroundBursts>(std::size_t, double)>& traffic = {});
 
 }  // namespace diloco::app

@@ -49,14 +49,16 @@ struct OthersFailed {};  // another rank could not build the model or data
 // What a site leader's overlapped exchange does to its steps: a comm thread
 // (on a duplicated communicator that sleeps between tests, as training's)
 // runs the recipe's exchange (codec, algorithm) of a whole model's
-// pseudo-gradient among all ranks, back to back for a burst of ~0.6 s, then
-// rests as long, and again. Every rank runs the same exchanges: after each
-// one all say whether their burst is over (or they were asked to stop), and
-// after each rest whether to go on.
+// pseudo-gradient among all ranks, back to back for a burst, then rests as
+// long as the burst took, and again. A burst lasts until every rank has had
+// 0.6 s or four of its steps, whichever is longer; every rank runs the same
+// exchanges, and after each one (and each rest) all say whether their burst
+// is over and whether they were asked to stop: all stop when all were.
 class ExchangeBursts final : public BackgroundBursts {
  public:
-  ExchangeBursts(comm::Communicator& world, const Recipe& recipe, std::size_t params)
-      : comm_(world.duplicate()),
+  ExchangeBursts(comm::Communicator& world, const Recipe& recipe, std::size_t params, double step_s)
+      : burst_s_(std::max(0.6, 4.0 * step_s)),
+        comm_(world.duplicate()),
         exchange_(*comm_, make_codec(recipe.compression), exchange_options(recipe)),
         delta_(params) {
     for (std::size_t i = 0; i < delta_.size(); ++i)  // a pseudo-gradient's scale, different on every rank
@@ -77,27 +79,33 @@ class ExchangeBursts final : public BackgroundBursts {
   }
 
  private:
-  static constexpr double kBurstS = 0.6;
-  bool agree(bool mine) {  // true when any rank says so
-    double v = mine ? 1.0 : 0.0;
-    comm_->all_reduce_sum(std::span<double>(&v, 1));
-    return v > 0.0;
+  struct Agreed {
+    bool over, stop;
+  };
+  Agreed agree(bool over) {  // each: true when every rank says so
+    double v[2] = {over ? 1.0 : 0.0, stop_ ? 1.0 : 0.0};
+    comm_->all_reduce_sum(std::span<double>(v, 2));
+    const double all = static_cast<double>(comm_->size());
+    return {v[0] == all, v[1] == all};
   }
   void run() {
     for (std::int64_t round = 1;;) {
       ++phase_;  // odd: a burst
       const auto start = std::chrono::steady_clock::now();
-      bool over = false;
-      while (!over) {
+      const auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+      for (Agreed a{false, false}; !a.over;) {
         exchange_.average(delta_, outer::SiteUpdate{}, round++);
-        over = agree(stop_ || std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= kBurstS);
+        a = agree(since() >= burst_s_);
+        if (a.stop) return;
       }
+      const double burst = since();
       ++phase_;  // even: a rest
-      std::this_thread::sleep_for(std::chrono::duration<double>(kBurstS));
-      if (agree(stop_)) return;
+      std::this_thread::sleep_for(std::chrono::duration<double>(burst));
+      if (agree(true).stop) return;
     }
   }
 
+  const double burst_s_;
   std::unique_ptr<comm::Communicator> comm_;
   outer::Exchange exchange_;
   std::vector<float> delta_;
@@ -136,9 +144,11 @@ int probe_all_ranks(const Recipe& recipe) {
     world->all_reduce_sum(std::span<double>(&failed, 1));
     return failed > 0.0;
   };
-  std::function<std::unique_ptr<BackgroundBursts>(std::size_t)> bursts;
+  std::function<std::unique_ptr<BackgroundBursts>(std::size_t, double)> bursts;
   if (line_ups > 1)
-    bursts = [&](std::size_t params) { return std::make_unique<ExchangeBursts>(*world, recipe, params); };
+    bursts = [&](std::size_t params, double step_s) {
+      return std::make_unique<ExchangeBursts>(*world, recipe, params, step_s);
+    };
   try {
     auto measured = measure_model(
         recipe, device, /*time_steps=*/true, [&] { if (line_up(0.0)) throw OthersFailed{}; }, bursts);
