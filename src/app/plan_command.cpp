@@ -298,9 +298,11 @@ int run_plan(const Recipe& recipe, const PlanOptions& options) {
   if (!in.site_steps.empty()) {
     const int h = recipe.sync.H;
     std::printf("a round's compute from the sites' step series (the slowest site each round): %.4f s per step "
-                "at H %d, %.4f at H %d; with an exchange in flight throughout, %.4f at H %d\n",
-                round_compute_s(in, h) / h, h, round_compute_s(in, 4 * h) / (4 * h), 4 * h,
-                round_compute_s(in, h, 1.0) / h, h);
+                "at H %d, %.4f at H %d",
+                round_compute_s(in, h) / h, h, round_compute_s(in, 4 * h) / (4 * h), 4 * h);
+    if (!in.site_overlap_slowdown.empty())
+      std::printf("; with an exchange in flight throughout, %.4f at H %d", round_compute_s(in, h, 1.0) / h, h);
+    std::printf("\n");
   }
   std::printf("%-10s %-10s %7s %12s %12s %10s %12s %10s %10s %10s\n", "codec", "exchange", "H", "round_s", "sync_s",
               "share", "bytes/round", "util", "delayed", "streaming");

@@ -66,10 +66,6 @@ std::unique_ptr<compression::Codec> codec_of(const PlanInputs& in, const std::st
 
 int overlap_rank(const std::string& o) { return o == "none" ? 0 : (o == "delayed" ? 1 : 2); }
 
-}  // namespace
-
-namespace {
-
 // The mean over windows of h consecutive steps of the largest of `floor` and
 // the slowest site's sum (sliding windows); with fewer than 2 h steps in a
 // series, the largest of `floor` and h times the slowest site's mean step.
@@ -123,8 +119,10 @@ PlanCandidate evaluate(const PlanInputs& in, const std::string& codec_name, cons
   c.codec = codec_name;
   c.overlap = overlap;
   c.H = H;
-  // Overlapped, the steps the exchange is in flight for run slower.
+  // Overlapped, the steps the exchange is in flight for run slower: its
+  // share of the round's steps.
   const double plain = round_compute_s(in, H);
+  const auto in_flight = [plain](double sync_s) { return plain > 0.0 ? sync_s / plain : 1.0; };
   double compute = plain;
   if (overlap == "streaming") {
     c.fragments = std::max(1, std::min({in.fragments, in.layers, H}));
@@ -132,7 +130,7 @@ PlanCandidate evaluate(const PlanInputs& in, const std::string& codec_name, cons
     const auto one = exchange(in, *codec, (in.params + c.fragments - 1) / c.fragments);
     c.ring = one.ring;
     c.sync_s = c.fragments * one.seconds;
-    compute = round_compute_s(in, H, plain > 0.0 ? c.sync_s / plain : 1.0);
+    compute = round_compute_s(in, H, in_flight(c.sync_s));
     c.exposed_s = c.fragments * std::max(0.0, one.seconds - c.tau * compute / H);
     c.bytes_per_round = c.fragments * one.bytes;
   } else {
@@ -142,8 +140,8 @@ PlanCandidate evaluate(const PlanInputs& in, const std::string& codec_name, cons
     if (overlap == "delayed") {
       // A round ends when both its steps and the exchange beside them have:
       // the mean over windows of the larger of the two.
-      compute = round_compute_s(in, H, plain > 0.0 ? c.sync_s / plain : 1.0);
-      c.exposed_s = round_compute_s(in, H, plain > 0.0 ? c.sync_s / plain : 1.0, c.sync_s) - compute;
+      compute = round_compute_s(in, H, in_flight(c.sync_s));
+      c.exposed_s = round_compute_s(in, H, in_flight(c.sync_s), c.sync_s) - compute;
     } else {
       c.exposed_s = whole.seconds;
     }

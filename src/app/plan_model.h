@@ -9,8 +9,9 @@
 // Overlap: blocking exposes the whole exchange; delayed runs a round's
 // exchange during the next round's H steps (exposed: what H steps do not
 // cover, round by round: the mean over windows of H steps of the larger of
-// the exchange and the window, less the mean window); streaming syncs F fragments of about P/F values in turn, each
-// overlapping tau steps (exposed: F times what tau steps do not cover).
+// the exchange and the window, less the mean window); streaming syncs F
+// fragments of about P/F values in turn, each overlapping tau steps
+// (exposed: F times what tau steps do not cover).
 // Compute: a round lasts as long as its slowest site's H steps, and which
 // site is slowest changes from round to round where ranks share cores or
 // links, so a round's compute is the mean over windows of H consecutive

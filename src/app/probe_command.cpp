@@ -19,6 +19,7 @@
 #include <iostream>
 #include <memory>
 #include <thread>
+#include <utility>
 
 #include "app/cluster_file.h"
 #include "app/metrics_log.h"
@@ -185,11 +186,13 @@ int probe_all_ranks(const Recipe& recipe) {
     const auto& bytes = all_steps[static_cast<std::size_t>(r)];
     std::vector<double> steps(bytes.size() / sizeof(double));
     std::memcpy(steps.data(), bytes.data(), steps.size() * sizeof(double));
-    cluster.nodes.push_back(
-        {r, hosts[static_cast<std::size_t>(r)], devices[static_cast<std::size_t>(r)], v[0], v[1], v[2], steps, v[3]});
-    std::printf("rank %-3d %-16s %-8s memory %8.2f GB  step %.4f s (x%.3f with an exchange in flight)  runtime %.0f MB\n",
+    cluster.nodes.push_back({r, hosts[static_cast<std::size_t>(r)], devices[static_cast<std::size_t>(r)], v[0], v[1],
+                             v[2], std::move(steps), v[3]});
+    char overlap[48] = "not measured";
+    if (v[3] > 0.0) std::snprintf(overlap, sizeof overlap, "x%.3f", v[3]);
+    std::printf("rank %-3d %-16s %-8s memory %8.2f GB  step %.4f s (%s with an exchange in flight)  runtime %.0f MB\n",
                 r, hosts[static_cast<std::size_t>(r)].c_str(), devices[static_cast<std::size_t>(r)].c_str(),
-                v[0] / 1e9, v[1], v[3] > 0.0 ? v[3] : 1.0, v[2] / 1e6);
+                v[0] / 1e9, v[1], overlap, v[2] / 1e6);
   }
   for (int a = 0; a < world->size(); ++a)
     for (int b = a + 1; b < world->size(); ++b)
