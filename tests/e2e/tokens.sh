@@ -86,8 +86,11 @@ if [[ $EUID -eq 0 ]]; then
   chmod 755 "$WORK" "$bad"
   as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 fi
+# The recipe from the work folder: nobody may not read the checkout (a clone
+# into a mktemp -d folder is 0700), and only the shard is to be refused.
+cp recipes/quickstart.toml "$WORK/locked-recipe.toml" && chmod 644 "$WORK/locked-recipe.toml"
 expect_exit 2 "cannot read token shard $bad/locked.bin: Permission denied" "check: unreadable shard" \
-  -- "${as_user[@]}" "$DILOCO_BIN" check "${tokens[@]}" --set "data.paths=[\"$bad/locked.bin\"]"
+  -- "${as_user[@]}" "$DILOCO_BIN" check "$WORK/locked-recipe.toml" "${tokens[@]:1}" --set "data.paths=[\"$bad/locked.bin\"]"
 # Under mpirun: every rank exits, the message is printed once.
 out=$(mpi 4 "$DILOCO_BIN" train "${tokens[@]}" --set "data.paths=[\"$bad/magic.bin\"]" --out "$WORK/badrun" 2>&1); rc=$?
 n=$(grep -c "has no llm.c header" <<< "$out")
