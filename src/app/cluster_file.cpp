@@ -1,6 +1,7 @@
 // Reading and writing the cluster file, with nlohmann-json.
 #include "app/cluster_file.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -33,16 +34,17 @@ std::string string_at(const Json& object, const char* key, const std::string& at
   return object[key].get<std::string>();
 }
 
-// An optional array of step times, each > 0 (empty when absent).
-std::vector<double> step_series(const Json& node, const char* key, const std::string& at) {
+// An optional array of durations (`what`: "step time", ...), each > 0
+// (empty when absent).
+std::vector<double> duration_series(const Json& node, const char* key, const std::string& at, const std::string& what) {
   std::vector<double> out;
   if (!node.contains(key)) return out;
-  if (!node[key].is_array()) throw RecipeError(at + "." + key + " must be an array of step times (s)");
+  if (!node[key].is_array()) throw RecipeError(at + "." + key + " must be an array of " + what + "s (s)");
   for (std::size_t k = 0; k < node[key].size(); ++k) {
     const auto& v = node[key][k];
     const double t = v.is_number() ? v.get<double>() : -1.0;
     if (!std::isfinite(t) || t <= 0.0)
-      throw RecipeError(at + "." + key + "[" + std::to_string(k) + "] must be a step time > 0 (s)");
+      throw RecipeError(at + "." + key + "[" + std::to_string(k) + "] must be a" + (std::string("aeiou").find(what[0]) != std::string::npos ? "n " : " ") + what + " > 0 (s)");
     out.push_back(t);
   }
   return out;
@@ -106,13 +108,17 @@ Cluster read_cluster(const std::string& path) {
     if (n.memory_bytes <= 0.0) throw RecipeError(at + ".memory_bytes must be > 0");
     if (n.step_s <= 0.0) throw RecipeError(at + ".step_s must be > 0");
     if (node.contains("runtime_bytes")) n.runtime_bytes = number_at(node, "runtime_bytes", at);
-    n.steps = step_series(node, "steps", at);
+    n.steps = duration_series(node, "steps", at, "step time");
+    n.exchanges = duration_series(node, "exchanges", at, "exchange time");
+    n.controls = duration_series(node, "controls", at, "all-reduce time");
     if (node.contains("overlap_slowdown")) {
       n.overlap_slowdown = number_at(node, "overlap_slowdown", at);
       if (n.overlap_slowdown <= 0.0) throw RecipeError(at + ".overlap_slowdown must be > 0");
     }
   }
   c.links = parse_link_pairs(doc["links"], count, path, "ranks");
+  const bool timed = std::any_of(c.nodes.begin(), c.nodes.end(), [](const auto& n) { return !n.exchanges.empty(); });
+  if (timed) c.exchange_codec = string_at(doc, "exchange_codec", path + ": nodes give \"exchanges\"; the file");
   return c;
 }
 
@@ -128,8 +134,11 @@ nlohmann::ordered_json cluster_json(const Cluster& cluster) {
     if (n.runtime_bytes > 0.0) doc["nodes"].back()["runtime_bytes"] = n.runtime_bytes;
     if (!n.steps.empty()) doc["nodes"].back()["steps"] = n.steps;
     if (n.overlap_slowdown > 0.0) doc["nodes"].back()["overlap_slowdown"] = n.overlap_slowdown;
+    if (!n.exchanges.empty()) doc["nodes"].back()["exchanges"] = n.exchanges;
+    if (!n.controls.empty()) doc["nodes"].back()["controls"] = n.controls;
   }
   doc["links"] = link_pairs_json(cluster.links);
+  if (!cluster.exchange_codec.empty()) doc["exchange_codec"] = cluster.exchange_codec;
   return doc;
 }
 

@@ -9,7 +9,12 @@
 // timed while every rank stepped at once (the planner takes from them how
 // much longer a round's slowest site runs than the mean step says), and
 // "overlap_slowdown": how much longer a step takes while exchanges run on
-// every rank's comm thread (delayed and streaming overlap pay it).
+// every rank's comm thread (delayed and streaming overlap pay it), and
+// "exchanges": how long each of those exchanges took on this rank (s), in
+// order (the planner takes from them how much an exchange's time varies),
+// and "controls": how long a small all-reduce of all ranks right after each
+// took (what a round's stop vote and report pay behind an exchange), with
+// the file's "exchange_codec" naming the codec they ran with.
 #pragma once
 
 #include <string>
@@ -30,10 +35,13 @@ struct ClusterNode {
   double runtime_bytes = 0;  // resident before any model; 0: not given
   std::vector<double> steps; // each timed step, in order; empty: not given
   double overlap_slowdown = 0;  // a step with an exchange in flight over one without; 0: not given
+  std::vector<double> exchanges;  // the probe's exchanges' durations (s), in order; empty: not given
+  std::vector<double> controls;   // the small all-reduce after each (s); empty: not given
 };
 
 struct Cluster {
   std::vector<ClusterNode> nodes;                     // indexed by rank
+  std::string exchange_codec;                         // of the nodes' exchanges; "" when none timed
   std::vector<std::vector<comm::LinkEstimate>> links; // symmetric, by rank
 };
 

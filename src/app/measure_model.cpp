@@ -10,8 +10,9 @@ namespace diloco::app {
 namespace {
 
 // Steps timed while `bursts` run (see measure_model); stops them on every
-// path, so no rank's comm thread waits on one that has left.
-double time_in_bursts(inner::InnerLoop& loop, std::unique_ptr<BackgroundBursts> bursts) {
+// path, so no rank's comm thread waits on one that has left. Sets
+// m.overlap_slowdown, m.exchanges and m.controls.
+void time_in_bursts(inner::InnerLoop& loop, std::unique_ptr<BackgroundBursts> bursts, MeasuredModel& m) {
   struct Stopper {
     BackgroundBursts* b;
     bool done = false;
@@ -45,8 +46,9 @@ double time_in_bursts(inner::InnerLoop& loop, std::unique_ptr<BackgroundBursts> 
   }
   stopper.done = true;
   bursts->stop();
-  if (on_steps == 0 || off_steps == 0) return 0.0;
-  return (on / on_steps) / (off / off_steps);
+  m.exchanges = bursts->exchange_seconds();
+  m.controls = bursts->control_seconds();
+  m.overlap_slowdown = on_steps == 0 || off_steps == 0 ? 0.0 : (on / on_steps) / (off / off_steps);
 }
 
 }  // namespace
@@ -83,7 +85,7 @@ MeasuredModel measure_model(const Recipe& recipe, const inner::DeviceConfig& dev
     m.step_s = elapsed / static_cast<double>(m.steps.size());
     if (traffic) {
       ready();
-      m.overlap_slowdown = time_in_bursts(loop, traffic(m.params, m.step_s));
+      time_in_bursts(loop, traffic(m.params, m.step_s), m);
     }
     return m;
   }

@@ -21,6 +21,8 @@ struct MeasuredModel {
   double step_s = 0.0;
   std::vector<double> steps;     // lined up (`ready` given): each timed step, in order
   double overlap_slowdown = 0.0;  // with `traffic`: a step in a burst over a step between bursts; 0: not measured
+  std::vector<double> exchanges;  // with `traffic`: each burst exchange's duration (s), in order
+  std::vector<double> controls;   // and of the small all-reduce right after each
 };
 
 // Exchanges a comm thread runs in bursts while steps are timed (the probe's
@@ -32,6 +34,10 @@ class BackgroundBursts {
   virtual std::uint64_t phase() const = 0;
   // Ends the bursts (on every rank taking part); rethrows the thread's error.
   virtual void stop() = 0;
+  // After stop(): how long each exchange took (s), in order, and each small
+  // all-reduce the ranks ran right after it.
+  virtual std::vector<double> exchange_seconds() const = 0;
+  virtual std::vector<double> control_seconds() const = 0;
 };
 
 // `ready`, when given, runs once the model and data are built and before
@@ -45,7 +51,8 @@ class BackgroundBursts {
 // the mean of the first over the mean of the second (0 when either is
 // missing): bursts and rests alternate every second or so, so a machine
 // that speeds up or slows down over seconds weighs on both alike. Stopping
-// the bursts waits for every rank taking part to stop them.
+// the bursts waits for every rank taking part to stop them; `exchanges` then
+// holds the bursts' exchange times.
 MeasuredModel measure_model(
     const Recipe& recipe, const inner::DeviceConfig& device, bool time_steps, const std::function<void()>& ready = {},
     const std::function<std::unique_ptr<BackgroundBursts>(std::size_t, double)>& traffic = {});

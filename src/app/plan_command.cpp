@@ -11,12 +11,14 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <numeric>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "diloco/compression/codec.h"
 #include "app/cluster_file.h"
+#include "app/cluster_measures.h"
 #include "app/plan_memory.h"
 #include "app/plan_model.h"
 #include "comm/site_partition.h"
@@ -76,48 +78,11 @@ struct ClusterSites {
   double slowest_step_s = 0.0;
   std::vector<std::vector<double>> site_steps;  // per site: its slowest rank's k-th step; empty if not measured
   std::vector<double> site_overlap_slowdown;    // per site: its leader's; empty if not measured
+  std::vector<double> exchange_spread;          // see PlanInputs; empty if not measured
+  std::string spread_codec;
+  double control_s = 0.0;                       // see PlanInputs
 };
 
-// A site steps as fast as its slowest rank (its ranks all-reduce every
-// step): the k-th step of each site is the largest of its ranks' k-th.
-std::vector<std::vector<double>> site_step_series(const std::vector<ClusterNode>& nodes,
-                                                  const std::vector<int>& site_of_rank, int sites) {
-  std::vector<std::vector<double>> out(static_cast<std::size_t>(sites));
-  for (const auto& node : nodes) {
-    const auto& steps = node.steps;
-    if (steps.empty()) return {};
-    auto& site = out[static_cast<std::size_t>(site_of_rank[static_cast<std::size_t>(node.rank)])];
-    if (site.empty()) {
-      site = steps;
-      continue;
-    }
-    site.resize(std::min(site.size(), steps.size()));
-    for (std::size_t k = 0; k < site.size(); ++k) site[k] = std::max(site[k], steps[k]);
-  }
-  return out;
-}
-
-// What an exchange in flight costs each site's leader: the mean of the
-// slowdowns measured on its host's ranks. Ranks that share a host share its
-// cores: the comm threads' work lands on whichever steps the kernel puts it
-// beside, which changes from second to second (one rank's own figure
-// ranged 0.86 to 1.75 over probes of the same cluster, the host's mean 1.11
-// to 1.19). Empty unless every rank measured one.
-std::vector<double> host_overlap_slowdown(const std::vector<ClusterNode>& nodes, const std::vector<int>& leaders) {
-  std::map<std::string, std::pair<double, int>> host;  // sum, ranks
-  for (const auto& n : nodes) {
-    if (n.overlap_slowdown <= 0.0) return {};
-    auto& h = host[n.host];
-    h.first += n.overlap_slowdown;
-    ++h.second;
-  }
-  std::vector<double> out;
-  for (int l : leaders) {
-    const auto& h = host[nodes[static_cast<std::size_t>(l)].host];
-    out.push_back(h.first / h.second);
-  }
-  return out;
-}
 
 ClusterSites sites_from_cluster(const std::string& path, double gap, int recipe_sites) {
   const Cluster cluster = read_cluster(path);
@@ -156,6 +121,9 @@ ClusterSites sites_from_cluster(const std::string& path, double gap, int recipe_
     for (std::size_t b = 0; b < leader.size(); ++b)
       if (a != b) out.leader_links[a][b] = cluster.links[leader[a]][leader[b]];
   out.site_overlap_slowdown = host_overlap_slowdown(cluster.nodes, leader);
+  out.exchange_spread = exchange_spread(cluster.nodes);
+  out.spread_codec = cluster.exchange_codec;
+  out.control_s = control_seconds(cluster.nodes);
   if (blocks)
     std::printf("to train on them: topology.site_by = \"block\" (the default) with topology.sites = %d\n\n", recipe_sites);
   else
@@ -282,6 +250,11 @@ int run_plan(const Recipe& recipe, const PlanOptions& options) {
   in.step_s = step_s;
   if (cluster && !options.step_s) in.site_steps = cluster->site_steps;
   if (cluster) in.site_overlap_slowdown = cluster->site_overlap_slowdown;
+  if (cluster) {
+    in.exchange_spread = cluster->exchange_spread;
+    in.spread_codec = cluster->spread_codec;
+    in.control_s = cluster->control_s;
+  }
   in.tokens_per_step = static_cast<double>(recipe.data.batch_size) * recipe.model.seq_len * ranks;
   in.block = static_cast<std::uint32_t>(recipe.compression.block);
   in.topk_ratio = recipe.compression.topk_ratio;
@@ -303,6 +276,16 @@ int run_plan(const Recipe& recipe, const PlanOptions& options) {
     if (!in.site_overlap_slowdown.empty())
       std::printf("; with an exchange in flight throughout, %.4f at H %d", round_compute_s(in, h, 1.0) / h, h);
     std::printf("\n");
+  }
+  if (!in.exchange_spread.empty()) {
+    auto sorted = in.exchange_spread;
+    std::sort(sorted.begin(), sorted.end());
+    std::printf("an exchange's time over its mean, from the probe's %zu exchanges with %s: %.2f to %.2f (middle "
+                "half %.2f to %.2f); overlapped %s rounds wait for the longer of steps and exchange\n",
+                sorted.size(), in.spread_codec.c_str(), sorted.front(), sorted.back(), sorted[sorted.size() / 4],
+                sorted[3 * sorted.size() / 4], in.spread_codec.c_str());
+    std::printf("a small all-reduce right after an exchange: %.4f s (each %s round's report pays it, and its stop "
+                "vote where the exchange is still in flight)\n", in.control_s, in.spread_codec.c_str());
   }
   std::printf("%-10s %-10s %7s %12s %12s %10s %12s %10s %10s %10s\n", "codec", "exchange", "H", "round_s", "sync_s",
               "share", "bytes/round", "util", "delayed", "streaming");

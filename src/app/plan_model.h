@@ -8,10 +8,22 @@
 // or, where it sends fewer bytes, the ring (2 (n - 1) hops of a 1/n chunk).
 // Overlap: blocking exposes the whole exchange; delayed runs a round's
 // exchange during the next round's H steps (exposed: what H steps do not
-// cover, round by round: the mean over windows of H steps of the larger of
-// the exchange and the window, less the mean window); streaming syncs F
-// fragments of about P/F values in turn, each overlapping tau steps
-// (exposed: F times what tau steps do not cover).
+// cover, round by round: the mean over windows of H steps and over the
+// exchange's measured spread of the larger of the exchange and the window,
+// less the mean window); streaming syncs F fragments of about P/F values in
+// turn, each overlapping tau steps (exposed: F times what tau steps do not
+// cover, over the spread alike). An exchange's time varies from round to
+// round (a training run's exchanges over shaped links ranged 0.8 to 1.25
+// times their mean), and a round waits for the longer of steps and exchange: with
+// the two close, a fixed exchange time would hide that wait. The spread is
+// the probe's exchange times over their mean (the model's time is kept as
+// the mean: the spread only says how far each round strays from it). The
+// probe times the recipe's codec: other codecs are planned without a spread.
+// Round boundary: the stop vote and the report gather are small messages
+// that wait behind an exchange's data on the links; with the probe's time of
+// one such all-reduce (control_s), a round adds it once for the report, and
+// once more for the vote in the share of rounds whose overlapped exchange
+// outlasts the steps (over the spread).
 // Compute: a round lasts as long as its slowest site's H steps, and which
 // site is slowest changes from round to round where ranks share cores or
 // links, so a round's compute is the mean over windows of H consecutive
@@ -43,6 +55,17 @@ struct PlanInputs {
   // empty when not measured.
   std::vector<std::vector<double>> site_steps;
   std::vector<double> site_overlap_slowdown;  // per site, its leader's; empty: not measured (1)
+  // Exchange times over their mean (mean 1), measured with the codec
+  // `spread_codec`, and applied to its candidates only (an exchange of other
+  // sizes varies otherwise); empty: not measured (always 1).
+  std::vector<double> exchange_spread;
+  std::string spread_codec;
+  // A small collective's time right behind an exchange of `spread_codec`
+  // (0: not measured): what the round's report gather pays after the
+  // exchange (blocking) or behind the one just launched (overlapped), and
+  // the stop vote where an overlapped exchange is still in flight when the
+  // steps end.
+  double control_s = 0.0;
   double tokens_per_step = 0.0;       // all sites together
   std::uint32_t block = 256;          // codec settings of the recipe
   double topk_ratio = 0.1;

@@ -52,7 +52,8 @@ struct OthersFailed {};  // another rank could not build the model or data
 // runs the recipe's exchange (codec, algorithm) of a whole model's
 // pseudo-gradient among all ranks, back to back for a burst, then rests as
 // long as the burst took, and again. A burst lasts until every rank has had
-// 0.6 s or four of its steps, whichever is longer; every rank runs the same
+// 0.6 s or four of its steps, whichever is longer (each exchange timed, and
+// the small all-reduce after it); every rank runs the same
 // exchanges, and after each one (and each rest) all say whether their burst
 // is over and whether they were asked to stop: all stop when all were.
 class ExchangeBursts final : public BackgroundBursts {
@@ -78,6 +79,8 @@ class ExchangeBursts final : public BackgroundBursts {
     stop_ = true;
     done_.get();
   }
+  std::vector<double> exchange_seconds() const override { return seconds_; }
+  std::vector<double> control_seconds() const override { return controls_; }
 
  private:
   struct Agreed {
@@ -95,8 +98,12 @@ class ExchangeBursts final : public BackgroundBursts {
       const auto start = std::chrono::steady_clock::now();
       const auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
       for (Agreed a{false, false}; !a.over;) {
+        const auto t0 = std::chrono::steady_clock::now();
         exchange_.average(delta_, outer::SiteUpdate{}, round++);
+        seconds_.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        const auto t1 = std::chrono::steady_clock::now();
         a = agree(since() >= burst_s_);
+        controls_.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
         if (a.stop) return;
       }
       const double burst = since();
@@ -110,6 +117,8 @@ class ExchangeBursts final : public BackgroundBursts {
   std::unique_ptr<comm::Communicator> comm_;
   outer::Exchange exchange_;
   std::vector<float> delta_;
+  std::vector<double> seconds_;   // each exchange's; read once the thread has finished
+  std::vector<double> controls_;  // each all-reduce right after an exchange; likewise
   std::atomic<std::uint64_t> phase_{0};
   std::atomic<bool> stop_{false};
   comm::CommThread thread_;
@@ -156,6 +165,8 @@ int probe_all_ranks(const Recipe& recipe) {
     mine.step_s = measured.step_s;
     mine.steps = std::move(measured.steps);
     mine.overlap_slowdown = measured.overlap_slowdown;
+    mine.exchanges = std::move(measured.exchanges);
+    mine.controls = std::move(measured.controls);
   } catch (const RecipeError& e) {
     error = e.what();
   } catch (const inner::DataError& e) {
@@ -176,18 +187,24 @@ int probe_all_ranks(const Recipe& recipe) {
   for (const auto& d : world->all_gather(std::as_bytes(std::span<const char>(mine.device.data(), mine.device.size()))))
     devices.emplace_back(reinterpret_cast<const char*>(d.data()), d.size());
   const auto all_steps = world->all_gather(std::as_bytes(std::span<const double>(mine.steps)));
+  const auto all_exchanges = world->all_gather(std::as_bytes(std::span<const double>(mine.exchanges)));
+  const auto all_controls = world->all_gather(std::as_bytes(std::span<const double>(mine.controls)));
   Cluster cluster;
+  if (line_ups > 1) cluster.exchange_codec = recipe.compression.codec;
   cluster.links = comm::probe_links(*world);
   world->barrier();
   if (rank != 0) return 0;
   for (int r = 0; r < world->size(); ++r) {
     double v[4];
     std::memcpy(v, all_numbers[static_cast<std::size_t>(r)].data(), sizeof v);
-    const auto& bytes = all_steps[static_cast<std::size_t>(r)];
-    std::vector<double> steps(bytes.size() / sizeof(double));
-    std::memcpy(steps.data(), bytes.data(), steps.size() * sizeof(double));
+    const auto doubles = [r](const std::vector<std::vector<std::byte>>& all) {
+      const auto& bytes = all[static_cast<std::size_t>(r)];
+      std::vector<double> out(bytes.size() / sizeof(double));
+      std::memcpy(out.data(), bytes.data(), out.size() * sizeof(double));
+      return out;
+    };
     cluster.nodes.push_back({r, hosts[static_cast<std::size_t>(r)], devices[static_cast<std::size_t>(r)], v[0], v[1],
-                             v[2], std::move(steps), v[3]});
+                             v[2], doubles(all_steps), v[3], doubles(all_exchanges), doubles(all_controls)});
     char overlap[48] = "not measured";
     if (v[3] > 0.0) std::snprintf(overlap, sizeof overlap, "x%.3f", v[3]);
     std::printf("rank %-3d %-16s %-8s memory %8.2f GB  step %.4f s (%s with an exchange in flight)  runtime %.0f MB\n",

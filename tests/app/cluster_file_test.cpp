@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "app/cluster_file.h"
+#include "app/cluster_measures.h"
 #include "app/recipe.h"
 
 using namespace diloco::app;
@@ -42,9 +43,10 @@ std::string refusal(const std::string& name, const std::string& text) {
 
 TEST(ClusterFileTest, WrittenAndReadBack) {
   Cluster c;
-  c.nodes = {{0, "a", "cpu", 2e9, 0.01, 2.1e8, {0.009, 0.011}, 1.12},
-             {1, "b", "cuda:0", 8e10, 0.002, 0, {}, 0},
-             {2, "b", "cuda:1", 8e10, 0.003, 0, {}, 0}};
+  c.nodes = {{0, "a", "cpu", 2e9, 0.01, 2.1e8, {0.009, 0.011}, 1.12, {0.21, 0.19}, {0.01, 0.02}},
+             {1, "b", "cuda:0", 8e10, 0.002, 0, {}, 0, {}, {}},
+             {2, "b", "cuda:1", 8e10, 0.003, 0, {}, 0, {}, {}}};
+  c.exchange_codec = "int4";
   c.links.assign(3, std::vector<diloco::comm::LinkEstimate>(3));
   c.links[0][1] = c.links[1][0] = {0.02, 12.5e6};
   c.links[0][2] = c.links[2][0] = {0.03, 2.5e6};
@@ -60,6 +62,10 @@ TEST(ClusterFileTest, WrittenAndReadBack) {
   EXPECT_TRUE(back.nodes[1].steps.empty());  // optional too
   EXPECT_DOUBLE_EQ(back.nodes[0].overlap_slowdown, 1.12);
   EXPECT_DOUBLE_EQ(back.nodes[1].overlap_slowdown, 0.0);  // and this
+  EXPECT_EQ(back.nodes[0].exchanges, (std::vector<double>{0.21, 0.19}));
+  EXPECT_TRUE(back.nodes[1].exchanges.empty());
+  EXPECT_EQ(back.exchange_codec, "int4");
+  EXPECT_EQ(back.nodes[0].controls, (std::vector<double>{0.01, 0.02}));
   EXPECT_DOUBLE_EQ(back.links[2][0].latency_s, 0.03);
   EXPECT_DOUBLE_EQ(back.links[1][0].bandwidth_bytes_per_s, 12.5e6);
   EXPECT_EQ(bandwidth_matrix(back.links)[1][2], 0.0);
@@ -102,9 +108,40 @@ TEST(ClusterFileTest, BadFilesNameTheFileAndTheField) {
   EXPECT_NE(refusal("c_steps3.json", "{\"nodes\":[" + node(0, ",\"steps\":[\"x\"]") + "],\"links\":[]}")
                 .find("nodes[0].steps[0] must be a step time > 0"),
             std::string::npos);
+  EXPECT_NE(refusal("c_exch.json", "{\"nodes\":[" + node(0, ",\"exchanges\":[0.2,0]") + "],\"links\":[]}")
+                .find("c_exch.json: nodes[0].exchanges[1] must be an exchange time > 0"),
+            std::string::npos);
+  EXPECT_NE(refusal("c_exch2.json", "{\"nodes\":[" + node(0, ",\"exchanges\":[0.2]") + "],\"links\":[]}")
+                .find("c_exch2.json: nodes give \"exchanges\"; the file: missing string \"exchange_codec\""),
+            std::string::npos);
+  EXPECT_NE(refusal("c_ctl.json", "{\"nodes\":[" + node(0, ",\"controls\":[-1]") + "],\"links\":[]}")
+                .find("c_ctl.json: nodes[0].controls[0] must be an all-reduce time > 0"),
+            std::string::npos);
   EXPECT_NE(refusal("c_steps2.json", "{\"nodes\":[" + node(0, ",\"steps\":3") + "],\"links\":[]}")
                 .find("nodes[0].steps must be an array"),
             std::string::npos);
   EXPECT_NE(refusal("c_step.json", "{\"nodes\":[" + node(0, ",\"step_s\":0") + "],\"links\":[]}").find("step_s"),
             std::string::npos);
+}
+
+// The k-th exchange lasted as long as its slowest rank's; the all-reduce
+// after it, on the last rank to arrive (the one that waited for no other).
+TEST(ClusterFileTest, ExchangeSpreadAndControlTimeFromEveryRank) {
+  std::vector<ClusterNode> nodes(2);
+  nodes[0].exchanges = {0.2, 0.3, 0.5};
+  nodes[1].exchanges = {0.3, 0.1};  // the shorter series sets how many
+  nodes[0].controls = {0.01, 0.05};
+  nodes[1].controls = {0.03, 0.02};
+  const auto spread = exchange_spread(nodes);
+  ASSERT_EQ(spread.size(), 2u);
+  EXPECT_NEAR(spread[0], 0.3 / 0.3, 1e-12);
+  EXPECT_NEAR(spread[1], 0.3 / 0.3, 1e-12);
+  nodes[1].exchanges = {0.1, 0.5};
+  EXPECT_NEAR(exchange_spread(nodes)[0], 0.2 / 0.35, 1e-12);
+  EXPECT_NEAR(exchange_spread(nodes)[1], 0.5 / 0.35, 1e-12);
+  EXPECT_NEAR(control_seconds(nodes), (0.01 + 0.02) / 2.0, 1e-12);
+  nodes[1].controls.clear();  // a rank without: not measured
+  EXPECT_EQ(control_seconds(nodes), 0.0);
+  nodes[1].exchanges.clear();
+  EXPECT_TRUE(exchange_spread(nodes).empty());
 }

@@ -103,6 +103,52 @@ TEST(PlanModelTest, OverlappedStepsPayTheMeasuredSlowdown) {
   EXPECT_NEAR(round_compute_s(in, 10, 0.5), 1.1, 1e-12);
 }
 
+// An exchange that lasts as long as the steps on average, but 0.8 or 1.2
+// times that by turns: half the rounds wait for it 0.2 of the steps' time,
+// where a fixed exchange time would say no round waits. Blocking rounds
+// expose the mean whatever the spread.
+TEST(PlanModelTest, OverlappedRoundsWaitForTheLongerOfStepsAndAVaryingExchange) {
+  auto in = inputs(2, 100.0, 50.0, 4000000, 0.1);
+  const double sync = evaluate(in, "int8", "none", 1).sync_s;
+  const int H = 10;
+  in.step_s = sync / H;  // the steps take as long as the mean exchange
+  EXPECT_NEAR(evaluate(in, "int8", "delayed", H).exposed_s, 0.0, 1e-12);
+  in.exchange_spread = {0.8, 1.2};
+  in.spread_codec = "int4";  // measured with another codec: not int8's
+  EXPECT_NEAR(evaluate(in, "int8", "delayed", H).exposed_s, 0.0, 1e-12);
+  in.spread_codec = "int8";
+  const auto delayed = evaluate(in, "int8", "delayed", H);
+  EXPECT_NEAR(delayed.exposed_s, 0.5 * 0.2 * sync, 1e-12);
+  EXPECT_NEAR(delayed.sync_s, sync, 1e-12);  // the mean is the model's
+  EXPECT_NEAR(evaluate(in, "int8", "none", H).exposed_s, sync, 1e-12);
+  // Streaming: each fragment's exchange against tau steps, over the spread.
+  const auto streaming = evaluate(in, "int8", "streaming", 20);
+  const double one = streaming.sync_s / streaming.fragments, covered = streaming.tau * in.step_s;
+  EXPECT_NEAR(streaming.exposed_s,
+              streaming.fragments * 0.5 * (std::max(0.0, 0.8 * one - covered) + std::max(0.0, 1.2 * one - covered)),
+              1e-12);
+}
+
+// The report gather waits behind the exchange every round; the stop vote
+// too, in the rounds whose overlapped exchange outlasts the steps.
+TEST(PlanModelTest, ARoundsControlMessagesWaitBehindTheExchange) {
+  auto in = inputs(2, 100.0, 50.0, 4000000, 0.1);
+  const double sync = evaluate(in, "int8", "none", 1).sync_s;
+  const int H = 10;
+  in.step_s = sync / H;
+  in.exchange_spread = {0.8, 1.2};
+  in.spread_codec = "int8";
+  const auto plain_delayed = evaluate(in, "int8", "delayed", H);
+  const auto plain_blocking = evaluate(in, "int8", "none", H);
+  in.control_s = 0.01;
+  EXPECT_NEAR(evaluate(in, "int8", "none", H).exposed_s, plain_blocking.exposed_s + 0.01, 1e-12);
+  // Half the exchange times (1.2) outlast the steps: the vote waits in half the rounds.
+  EXPECT_NEAR(evaluate(in, "int8", "delayed", H).exposed_s, plain_delayed.exposed_s + 0.01 * 1.5, 1e-12);
+  in.step_s = 2.0 * sync / H;  // no exchange outlasts the steps
+  EXPECT_NEAR(evaluate(in, "int8", "delayed", H).exposed_s, 0.01, 1e-12);
+  EXPECT_NEAR(evaluate(in, "fp16", "delayed", H).exposed_s, 0.0, 1e-12);  // measured with int8 only
+}
+
 TEST(PlanModelTest, UtilizationGoalTakesTheSmallestHThatReachesIt) {
   const auto in = inputs(3, 100.0, 30.0, 2000000, 0.05);
   PlanCandidate best;
