@@ -79,7 +79,7 @@ struct ClusterSites {
   std::vector<std::vector<double>> site_steps;  // per site: its slowest rank's k-th step; empty if not measured
   std::vector<double> site_overlap_slowdown;    // per site: its leader's; empty if not measured
   std::vector<double> exchange_spread;          // see PlanInputs; empty if not measured
-  std::string spread_codec;
+  std::string probe_codec;                      // the codec of the probe's exchanges
   double control_s = 0.0;                       // see PlanInputs
 };
 
@@ -122,7 +122,7 @@ ClusterSites sites_from_cluster(const std::string& path, double gap, int recipe_
       if (a != b) out.leader_links[a][b] = cluster.links[leader[a]][leader[b]];
   out.site_overlap_slowdown = host_overlap_slowdown(cluster.nodes, leader);
   out.exchange_spread = exchange_spread(cluster.nodes);
-  out.spread_codec = cluster.exchange_codec;
+  out.probe_codec = cluster.exchange_codec;
   out.control_s = control_seconds(cluster.nodes);
   if (blocks)
     std::printf("to train on them: topology.site_by = \"block\" (the default) with topology.sites = %d\n\n", recipe_sites);
@@ -252,7 +252,6 @@ int run_plan(const Recipe& recipe, const PlanOptions& options) {
   if (cluster) in.site_overlap_slowdown = cluster->site_overlap_slowdown;
   if (cluster) {
     in.exchange_spread = cluster->exchange_spread;
-    in.spread_codec = cluster->spread_codec;
     in.control_s = cluster->control_s;
   }
   in.tokens_per_step = static_cast<double>(recipe.data.batch_size) * recipe.model.seq_len * ranks;
@@ -280,13 +279,16 @@ int run_plan(const Recipe& recipe, const PlanOptions& options) {
   if (!in.exchange_spread.empty()) {
     auto sorted = in.exchange_spread;
     std::sort(sorted.begin(), sorted.end());
+    const char* codec = cluster->probe_codec.c_str();
     std::printf("an exchange's time over its mean, from the probe's %zu exchanges with %s: %.2f to %.2f (middle "
-                "half %.2f to %.2f); overlapped %s rounds wait for the longer of steps and exchange\n",
-                sorted.size(), in.spread_codec.c_str(), sorted.front(), sorted.back(), sorted[sorted.size() / 4],
-                sorted[3 * sorted.size() / 4], in.spread_codec.c_str());
-    std::printf("a small all-reduce right after an exchange: %.4f s (each %s round's report pays it, and its stop "
-                "vote where the exchange is still in flight)\n", in.control_s, in.spread_codec.c_str());
+                "half %.2f to %.2f); overlapped rounds wait for the longer of steps and exchange, every codec's "
+                "spread as this one\n",
+                sorted.size(), codec, sorted.front(), sorted.back(), sorted[sorted.size() / 4],
+                sorted[3 * sorted.size() / 4]);
   }
+  if (in.control_s > 0.0)
+    std::printf("a small all-reduce right after an exchange (%s): %.4f s; each round's report pays it, and its stop "
+                "vote where an overlapped exchange is still in flight\n", cluster->probe_codec.c_str(), in.control_s);
   std::printf("%-10s %-10s %7s %12s %12s %10s %12s %10s %10s %10s\n", "codec", "exchange", "H", "round_s", "sync_s",
               "share", "bytes/round", "util", "delayed", "streaming");
   std::vector<std::string> codecs{recipe.compression.codec};

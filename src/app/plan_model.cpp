@@ -93,10 +93,10 @@ double slowest_window(const std::vector<std::vector<double>>& sites, int H, doub
 }
 
 // The mean of f(sync_s times each of the spread's factors) (f(sync_s)
-// without a spread, or for a codec other than the one it was measured with).
+// without a spread).
 template <typename F>
-double over_spread(const PlanInputs& in, const std::string& codec, double sync_s, F f) {
-  if (in.exchange_spread.empty() || codec != in.spread_codec) return f(sync_s);
+double over_spread(const PlanInputs& in, double sync_s, F f) {
+  if (in.exchange_spread.empty()) return f(sync_s);
   double total = 0.0;
   for (double r : in.exchange_spread) total += f(sync_s * r);
   return total / static_cast<double>(in.exchange_spread.size());
@@ -105,10 +105,10 @@ double over_spread(const PlanInputs& in, const std::string& codec, double sync_s
 // What a round's boundary adds (see plan_model.h): the report's control_s,
 // and the vote's in the share of the spread's exchange times over `covered`
 // (an overlapped exchange against the steps beside it; blocking: none).
-double boundary_s(const PlanInputs& in, const std::string& codec, double sync_s, double covered, bool overlapped) {
-  if (in.control_s <= 0.0 || codec != in.spread_codec) return 0.0;
+double boundary_s(const PlanInputs& in, double sync_s, double covered, bool overlapped) {
+  if (in.control_s <= 0.0) return 0.0;
   if (!overlapped) return in.control_s;
-  const double vote = over_spread(in, codec, sync_s, [covered](double s) { return s > covered ? 1.0 : 0.0; });
+  const double vote = over_spread(in, sync_s, [covered](double s) { return s > covered ? 1.0 : 0.0; });
   return in.control_s * (1.0 + vote);
 }
 
@@ -152,9 +152,9 @@ PlanCandidate evaluate(const PlanInputs& in, const std::string& codec_name, cons
     c.sync_s = c.fragments * one.seconds;
     compute = round_compute_s(in, H, in_flight(c.sync_s));
     const double covered = c.tau * compute / H;
-    c.exposed_s = c.fragments * over_spread(in, codec_name, one.seconds, [&](double s) {
+    c.exposed_s = c.fragments * over_spread(in, one.seconds, [&](double s) {
       return std::max(0.0, s - covered);
-    }) + boundary_s(in, codec_name, one.seconds, covered, true);
+    }) + boundary_s(in, one.seconds, covered, true);
     c.bytes_per_round = c.fragments * one.bytes;
   } else {
     const auto whole = exchange(in, *codec, in.params);
@@ -165,10 +165,10 @@ PlanCandidate evaluate(const PlanInputs& in, const std::string& codec_name, cons
       // the mean over windows and exchange times of the larger of the two.
       const double f = in_flight(c.sync_s);
       compute = round_compute_s(in, H, f);
-      c.exposed_s = over_spread(in, codec_name, c.sync_s, [&](double s) { return round_compute_s(in, H, f, s); }) -
-                    compute + boundary_s(in, codec_name, c.sync_s, compute, true);
+      c.exposed_s = over_spread(in, c.sync_s, [&](double s) { return round_compute_s(in, H, f, s); }) -
+                    compute + boundary_s(in, c.sync_s, compute, true);
     } else {
-      c.exposed_s = whole.seconds + boundary_s(in, codec_name, c.sync_s, 0.0, false);
+      c.exposed_s = whole.seconds + boundary_s(in, c.sync_s, 0.0, false);
     }
     c.bytes_per_round = whole.bytes;
   }

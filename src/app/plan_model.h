@@ -18,7 +18,10 @@
 // the two close, a fixed exchange time would hide that wait. The spread is
 // the probe's exchange times over their mean (the model's time is kept as
 // the mean: the spread only says how far each round strays from it). The
-// probe times the recipe's codec: other codecs are planned without a spread.
+// probe times the recipe's codec; its spread and control time are applied
+// to every codec's candidates alike (both come from the links' queues, which
+// any exchange that fills them builds; a codec left out would look better
+// for being unmeasured).
 // Round boundary: the stop vote and the report gather are small messages
 // that wait behind an exchange's data on the links; with the probe's time of
 // one such all-reduce (control_s), a round adds it once for the report, and
@@ -55,16 +58,12 @@ struct PlanInputs {
   // empty when not measured.
   std::vector<std::vector<double>> site_steps;
   std::vector<double> site_overlap_slowdown;  // per site, its leader's; empty: not measured (1)
-  // Exchange times over their mean (mean 1), measured with the codec
-  // `spread_codec`, and applied to its candidates only (an exchange of other
-  // sizes varies otherwise); empty: not measured (always 1).
+  // Exchange times over their mean (mean 1); empty: not measured (always 1).
   std::vector<double> exchange_spread;
-  std::string spread_codec;
-  // A small collective's time right behind an exchange of `spread_codec`
-  // (0: not measured): what the round's report gather pays after the
-  // exchange (blocking) or behind the one just launched (overlapped), and
-  // the stop vote where an overlapped exchange is still in flight when the
-  // steps end.
+  // A small collective's time right behind an exchange (0: not measured):
+  // what the round's report gather pays after the exchange (blocking) or
+  // behind the one just launched (overlapped), and the stop vote where an
+  // overlapped exchange is still in flight when the steps end.
   double control_s = 0.0;
   double tokens_per_step = 0.0;       // all sites together
   std::uint32_t block = 256;          // codec settings of the recipe

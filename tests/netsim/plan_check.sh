@@ -22,8 +22,9 @@ shift || true
 recipe=recipes/quickstart.toml
 # Checkpoints and evaluations between rounds are not in the round model.
 # The probe times exchanges with the recipe's codec (how much an exchange's
-# time varies, which the plan applies to that codec's candidates): int4, the
-# codec the goals here pick on these links.
+# time varies, and a small all-reduce behind one): int4, the codec the goals
+# here pick on these links, whose exchanges are short enough for the probe
+# to time a dozen (uncompressed, 2 s each, it times two).
 common=(--set topology.sites=3 --set data.batch_size=8 --set checkpoint.every=0 --set metrics.eval_every=1000
         --set compression.codec=int4 "$@")
 shaping=(--sites 3 --mbps 40,20,10)
