@@ -212,7 +212,10 @@ bool recommend(const PlanInputs& in, const std::vector<std::string>& codecs, con
         if (c.H != best.H) return c.H < best.H;
         break;
       case PlanGoal::Kind::kTime:
-        if (std::abs(c.utilization - best.utilization) > 1e-9) return c.utilization > best.utilization;
+        // The shortest round, not the highest utilization: steps slowed by
+        // an exchange beside them raise a round's compute, and with it its
+        // utilization, while the round gets longer.
+        if (std::abs(c.round_s - best.round_s) > 1e-9) return c.round_s < best.round_s;
         if (c.bytes_per_round != best.bytes_per_round) return c.bytes_per_round < best.bytes_per_round;
         break;
     }
@@ -253,7 +256,7 @@ bool recommend(const PlanInputs& in, const std::vector<std::string>& codecs, con
                     "each mode at the smallest H reaching it", floor);
       break;
     case PlanGoal::Kind::kTime:
-      std::snprintf(line, sizeof line, "the highest utilization at the recipe's H = %d; ties to fewer bytes", recipe_H);
+      std::snprintf(line, sizeof line, "the shortest round at the recipe's H = %d; ties to fewer bytes", recipe_H);
       break;
   }
   rule = line;

@@ -116,7 +116,8 @@ PlanGoal parse_goal(const std::string& text);
 //   utilization=U: the smallest H reaching U (DiLoCo's loss grows with H);
 //     ties to the earlier codec, then blocking, delayed, streaming (fresher).
 //   bytes: the fewest bytes per token with utilization >= `floor`.
-//   time: the highest utilization at H = `recipe_H`; ties to fewer bytes.
+//   time: the shortest round at H = `recipe_H` (not the highest utilization,
+//     which steps slowed beside an exchange raise); ties to fewer bytes.
 // Returns false when no candidate meets the goal within [h_min, h_max].
 bool recommend(const PlanInputs& in, const std::vector<std::string>& codecs, const PlanGoal& goal, double floor,
                int recipe_H, PlanCandidate& best, std::string& rule);

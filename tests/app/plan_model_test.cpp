@@ -171,7 +171,25 @@ TEST(PlanModelTest, BytesGoalTakesTheFewestBytesPerTokenAboveTheFloor) {
   ASSERT_TRUE(recommend(in, {"none", "int8"}, parse_goal("time"), 0.95, 20, time_best, rule));
   EXPECT_EQ(time_best.H, 20);
   for (const char* overlap : {"none", "delayed", "streaming"})
-    EXPECT_LE(evaluate(in, "none", overlap, 20).utilization, time_best.utilization + 1e-12);
+    EXPECT_GE(evaluate(in, "none", overlap, 20).round_s, time_best.round_s - 1e-12);
+}
+
+// Steps 30% slower beside an exchange: a longer exchange slows more of them,
+// which raises utilization while the round grows; goal time takes the
+// shorter round.
+TEST(PlanModelTest, TimeGoalTakesTheShortestRoundNotTheHighestUtilization) {
+  auto in = inputs(2, 20.0, 1.0, 2000000, 0.05);
+  in.site_steps.assign(2, std::vector<double>(200, 0.05));
+  in.site_overlap_slowdown = {1.3, 1.3};
+  in.control_s = 0.01;  // each round's report: a round is never wholly compute
+  const auto int8 = evaluate(in, "int8", "delayed", 20), int4 = evaluate(in, "int4", "delayed", 20);
+  ASSERT_LT(int4.round_s, int8.round_s);
+  ASSERT_LT(int4.utilization, int8.utilization);  // the trap
+  PlanCandidate best;
+  std::string rule;
+  ASSERT_TRUE(recommend(in, {"int8", "int4"}, parse_goal("time"), 0.95, 20, best, rule));
+  EXPECT_EQ(best.codec, "int4");
+  EXPECT_NE(rule.find("shortest round"), std::string::npos);
 }
 
 TEST(PlanModelTest, AGoalNoPlanReachesIsSaid) {
