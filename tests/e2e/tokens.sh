@@ -11,7 +11,7 @@ cat /usr/share/games/fortunes/{fortunes,literature,science,people,computers,wisd
 $PY tests/e2e/make_shards.py "$WORK/text.txt" "$WORK/shards" 4096 3 > /dev/null || fail "make_shards"
 
 tokens=(recipes/quickstart.toml --set 'data.format="tokens"' --set "data.paths=[\"$WORK/shards\"]"
-        --set model.vocab=4096 --set outer.rounds=6 --set checkpoint.every=0)
+        --set model.vocab=4096 --set data.batch_size=8 --set outer.rounds=6 --set checkpoint.every=0)
 learns() {  # learns WHAT METRICS VOCAB: eval loss falls, ending a nat below a uniform guess (ln VOCAB)
   $PY - "$2" "$3" <<'PY' && pass "$1" || fail "$1"
 import json, math, sys

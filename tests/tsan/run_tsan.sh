@@ -9,8 +9,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${TSAN_BUILD_DIR:-build-tsan}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
+# -O1 -g1: line tables are all a report needs; with -O2 -g the torch-heavy
+# sources took half again as long to compile (279 s against 185 s cold on 2 cores).
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=None \
+  -DCMAKE_CXX_FLAGS="-O1 -g1 -fsanitize=thread -fno-omit-frame-pointer" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread" > /dev/null
 cmake --build "$build" -j "$(nproc)" --target topology_test mpi_trainer_test > /dev/null
 export TSAN_OPTIONS="suppressions=$PWD/tests/tsan/suppressions.txt halt_on_error=1"
