@@ -73,19 +73,26 @@ Membership::~Membership() { close_door(); }
 // published a new door (a recovery's bound), so a relaunched founder never
 // starts a second group beside a live one.
 void Membership::enter() {
-  const auto start = Clock::now();
+  // Both clocks restart whenever a door answers: a live group that queues
+  // this site (or lost its keeper meanwhile) is waited for.
+  auto last_answer = Clock::now();
   const double refound_after = 2 * config_.deadline_s + 2 * config_.ping_s + 2 * kHandshakeS;
   for (;;) {
     const auto doors = published_doors();
     bool joined = false;
-    for (const auto& door : doors)
-      if ((joined = knock(door))) break;
+    for (const auto& door : doors) {
+      door_answered_ = false;
+      joined = knock(door);
+      if (door_answered_) last_answer = Clock::now();
+      if (joined) break;
+    }
     if (joined) break;
-    if (config_.hello.index == config_.founder && (!run_started() || since(start) > refound_after)) {
+    if (config_.hello.index == config_.founder && (!run_started() || since(last_answer) > refound_after)) {
       found(doors.empty() ? 0 : doors.front().generation + 1);
       break;
     }
-    if (since(start) > config_.join_timeout_s)
+    if (since(last_answer) > config_.join_timeout_s && !refusal_.empty()) throw JoinError(refusal_);
+    if (since(last_answer) > config_.join_timeout_s)
       throw JoinError("no group answered for run \"" + config_.run_id + "\" within rendezvous.join_timeout_s = " +
                       std::to_string(static_cast<int>(config_.join_timeout_s)) + " s (" +
                       std::to_string(doors.size()) + " door names published, none answered; site " +
@@ -147,7 +154,7 @@ void Membership::share_roster() {
     put_u32(roster, static_cast<std::uint32_t>(epoch_));
     put_u32(roster, static_cast<std::uint32_t>(door_generation_));
     put_u32(roster, started_ ? 1 : 0);
-    put_u32(roster, static_cast<std::uint32_t>(completed_round_));
+    put_u32(roster, static_cast<std::uint32_t>(progress_));
     put_u32(roster, static_cast<std::uint32_t>(left_in_batch_));
     put_u32(roster, static_cast<std::uint32_t>(members_.size()));
     for (const auto& m : members_) put_text(roster, encode_hello(m));
@@ -161,7 +168,7 @@ void Membership::share_roster() {
   epoch_ = static_cast<int>(r.u32());
   door_generation_ = static_cast<int>(r.u32());
   started_ = r.u32() != 0;
-  completed_round_ = r.u32();
+  progress_ = r.u32();
   left_in_batch_ = static_cast<int>(r.u32());
   members_.resize(r.u32());
   for (auto& m : members_) m = decode_hello(r.text());
@@ -267,7 +274,8 @@ std::string Membership::admit_one(Knock* knock) {
     DILOCO_MPI_CHECK(MPI_Open_port(MPI_INFO_NULL, port));
     std::string answer;
     ready = knock->socket.send(kAdmit + std::string(port) + seal(kPortLabel, knock->session + port)) &&
-            knock->socket.receive(answer, kHandshakeS) && !answer.empty() && answer[0] == kReady &&
+            knock->socket.receive(answer, std::min(kHandshakeS, config_.deadline_s / 2)) && !answer.empty() &&
+            answer[0] == kReady &&
             (!config_.auth || sealed(kReadyLabel, knock->session + port, answer.substr(1)));
     if (!ready) {
       MPI_Close_port(port);
@@ -291,10 +299,10 @@ std::string Membership::admit_one(Knock* knock) {
   // MPI_Finalize disconnects one by one (one whose peer is gone never
   // completes).
   MPI_Comm_free(&old);
-  if (knock) {
-    MPI_Close_port(port);
-    members_.push_back(knock->hello);
-  }
+  if (knock) MPI_Close_port(port);
+  // Every member has the newcomer's slot before the roster fills it in (a
+  // loss during the roster recovers over the merged communicator).
+  members_.push_back(knock ? knock->hello : SiteHello{});
   ++epoch_;
   share_roster();
   newcomers_.push_back(leaders_->size() - 1);

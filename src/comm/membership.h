@@ -97,6 +97,8 @@ struct MembershipChange {
   int state_from = 0;
   bool behind = false;
   std::vector<int> behind_ranks;      // every survivor that must take the state
+  // A survivor finished the agreed round's admission: nobody runs it again.
+  bool admission_done = false;
 };
 
 class Membership {
@@ -123,10 +125,12 @@ class Membership {
   // Which door this site came in by, for the log ("door 2 of run X").
   const std::string& joined_through() const { return joined_through_; }
 
-  // The newest round this site completed with the group (its exchange and
-  // report done); what a recovery compares.
-  void set_completed_round(std::int64_t round) { completed_round_ = round; }
-  std::int64_t completed_round() const { return completed_round_; }
+  // How far this site got with the group, what a recovery compares: the
+  // newest round it completed (exchange and report done), and whether it
+  // also finished that round's admission.
+  void set_completed_round(std::int64_t round) { progress_ = 2 * round; }
+  void set_admitted(std::int64_t round) { progress_ = 2 * round + 1; }
+  std::int64_t completed_round() const { return progress_ / 2; }
 
   // Whether another member has started a recovery (an alarm is waiting):
   // polled between inner steps, so a member ahead of the others by a round
@@ -194,7 +198,9 @@ class Membership {
   int door_generation_ = 0;   // the door this group publishes (rank 0 keeps it)
   bool joined_late_ = false;
   bool started_ = false;
-  std::int64_t completed_round_ = 0;
+  std::int64_t progress_ = 0;  // 2 x round completed, + 1 once its admission is done
+  bool door_answered_ = false;  // a door answered the last knock (it was alive)
+  std::string refusal_;         // keyed: the last refusal no door proved, reported if none admits
   int left_in_batch_ = 0;     // admissions after the current one in its batch
   std::string joined_through_;
 

@@ -18,9 +18,13 @@ void Membership::open_door() {
   const std::string door = "door-" + std::to_string(door_generation_);
   door_names_ = {name(door)};
   if (config_.auth) door_names_.push_back(plain_name(door));
-  for (const auto& n : door_names_)
-    if (MPI_Publish_name(n.c_str(), MPI_INFO_NULL, listener_->endpoint().c_str()) != MPI_SUCCESS)
-      throw JoinError("cannot publish " + n + " on the rendezvous server (taken by another group?)");
+  if (MPI_Publish_name(door_names_[0].c_str(), MPI_INFO_NULL, listener_->endpoint().c_str()) != MPI_SUCCESS)
+    throw JoinError("cannot publish " + door_names_[0] + " on the rendezvous server (taken by another group?)");
+  // The plain name only tells sites without the key why they are refused:
+  // best effort (anyone reaching the server may have taken it).
+  if (door_names_.size() > 1 &&
+      MPI_Publish_name(door_names_[1].c_str(), MPI_INFO_NULL, listener_->endpoint().c_str()) != MPI_SUCCESS)
+    door_names_.pop_back();
   closing_ = false;
   door_thread_ = std::thread([this] { door_loop(); });
 }
@@ -46,7 +50,7 @@ void Membership::take_knock(DoorSocket socket) {
   knock.at = Clock::now();
   std::string refusal, frame;
   try {
-    if (!knock.socket.receive(frame, kHandshakeS, &closing_) || frame.empty() || frame[0] != kHello)
+    if (!knock.socket.receive(frame, kDoorReadS, &closing_) || frame.empty() || frame[0] != kHello)
       return;  // not a diloco site, or one that left: nothing to queue
     knock.hello = decode_hello(frame.substr(1));
     refusal = check_knock(knock);
@@ -91,7 +95,7 @@ std::string Membership::check_knock(Knock& knock) {
   const std::string nonce = MessageAuth::random_bytes(32);
   knock.socket.send(kChallenge + nonce + seal(kAdmitLabel, hello.nonce));
   std::string response;
-  if (!knock.socket.receive(response, kHandshakeS, &closing_) || response.empty() || response[0] != kResponse)
+  if (!knock.socket.receive(response, kDoorReadS, &closing_) || response.empty() || response[0] != kResponse)
     return "no answer to the key challenge";
   if (!sealed(kJoinLabel, nonce + encode_hello(hello), response.substr(1)))
     return "its key does not match the group's (security.key_file)";

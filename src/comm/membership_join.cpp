@@ -69,6 +69,7 @@ bool Membership::knock(const Door& door) {
       continue;
     }
     heard = Clock::now();
+    door_answered_ = true;
     if (frame.empty()) return false;
     const std::string body = frame.substr(1);
     if (frame[0] == kRefused) throw JoinError("refused by the group: " + body);
@@ -92,6 +93,7 @@ bool Membership::knock(const Door& door) {
       MPI_Comm_free(&inter);
       owned_ = std::make_unique<MpiCommunicator>(merged);
       leaders_ = owned_.get();
+      leaders_->set_deadline(config_.deadline_s, kAlarmTag);
       share_roster();
       // Sites admitted after this one in the same batch: it takes part.
       while (left_in_batch_ > 0) {
@@ -113,19 +115,29 @@ bool Membership::knock(const Door& door) {
 // answers with the HMAC of that nonce and its hello. Returns the session
 // (both nonces) that later frames are sealed with, or "" when the door
 // did not answer (tried as gone).
+// Until the door has proved the key, nothing it says is final: a refusal,
+// a malformed challenge or a wrong proof (a group with another key, or a
+// name squatted on the server) is remembered and the door tried as gone;
+// when no door admits this site, the remembered reason is its error.
 std::string Membership::answer_challenge(DoorSocket& door, const std::string& hello_bytes) {
   std::string frame;
-  if (!door.receive(frame, kHandshakeS)) return "";
-  if (!frame.empty() && frame[0] == kRefused) throw JoinError("refused by the group: " + frame.substr(1));
-  if (frame.size() != 1 + 32 + sizeof(MacTag) || frame[0] != kChallenge)
-    throw JoinError("the group's key challenge is malformed");
+  if (!door.receive(frame, kHandshakeS)) return "";  // (an unproven answer does not count as a live group)
+  if (!frame.empty() && frame[0] == kRefused) {
+    refusal_ = "refused by the group: " + frame.substr(1);
+    return "";
+  }
+  if (frame.size() != 1 + 32 + sizeof(MacTag) || frame[0] != kChallenge) {
+    refusal_ = "a door's key challenge is malformed (another program on the rendezvous?)";
+    return "";
+  }
   const std::string nonce = frame.substr(1, 32);
-  const bool group_proved = sealed(kAdmitLabel, config_.hello.nonce, frame.substr(33));
-  // Answered either way, so the group learns at once that the keys differ.
+  // Answered either way, so a group with another key learns at once why.
   door.send(kResponse + seal(kJoinLabel, nonce + hello_bytes));
-  if (!group_proved)
-    throw JoinError("refused: the group's key does not match this site's (security.key_file), or another run "
-                    "answered at the rendezvous");
+  if (!sealed(kAdmitLabel, config_.hello.nonce, frame.substr(33))) {
+    refusal_ = "refused: the group's key does not match this site's (security.key_file), or another run "
+               "answered at the rendezvous";
+    return "";
+  }
   return config_.hello.nonce + nonce;
 }
 

@@ -66,11 +66,14 @@ void listen(MPI_Comm comm, int tag, const std::vector<unsigned char>& from, std:
 //    for ping_s; who answers is alive (a member between inner steps answers
 //    within one step, since it polls alarmed()).
 // 2. Agreement, in at most kAgreeAttempts timed attempts: each sends its
-//    view (who it heard) and the newest round it completed to everyone in
-//    its view; a member decides when everyone in its view answered with the
-//    same view; otherwise its next view keeps only who answered and what
-//    they all saw. Symmetric failures (a death, a freeze, a cut) settle in
-//    the first attempt.
+//    view (who it heard) and its progress (the newest round it completed,
+//    and whether it finished that round's admission) to everyone that
+//    answered the alarm; a member decides when everyone in its view answered
+//    with the same view, and then sends its decision for every attempt left,
+//    so a member that missed an answer adopts the decided view that holds
+//    it instead of deciding apart. Otherwise its next view keeps only who
+//    answered and what they all saw. Symmetric failures (a death, a freeze,
+//    a cut) settle in the first attempt.
 // 3. The majority rule against the last agreed membership, then the
 //    survivors' communicator (guarded: every survivor proved alive and
 //    agreed just before).
@@ -80,9 +83,10 @@ MembershipChange Membership::recover(const std::string& why) {
   const int n = leaders_->size();
   const int me = leaders_->rank();
   const auto N = static_cast<std::size_t>(n);
+  const auto self = static_cast<std::size_t>(me);
 
   std::vector<unsigned char> others(N, 1);
-  others[static_cast<std::size_t>(me)] = 0;
+  others[self] = 0;
   const std::int64_t* alarm = kept(std::vector<std::int64_t>{epoch_});
   for (int p = 0; p < n; ++p) {
     if (p == me) continue;
@@ -93,45 +97,71 @@ MembershipChange Membership::recover(const std::string& why) {
   std::vector<std::vector<std::int64_t>> heard(N, std::vector<std::int64_t>(1));
   std::vector<unsigned char> view;
   listen(old, kAlarmTag, others, heard, view, config_.ping_s);
-  view[static_cast<std::size_t>(me)] = 1;
+  const std::vector<unsigned char> answered_alarm = view;  // whom every attempt listens to
+  view[self] = 1;
 
-  std::vector<std::int64_t> completed(N, -1);
-  bool agreed = false;
-  for (int attempt = 0; attempt < kAgreeAttempts && !agreed; ++attempt) {
-    std::vector<std::int64_t> mine(N + 1);
-    mine[0] = completed_round_;
-    for (std::size_t p = 0; p < N; ++p) mine[p + 1] = view[p];
-    const std::int64_t* sent = kept(mine);
-    std::vector<unsigned char> peers = view;
-    peers[static_cast<std::size_t>(me)] = 0;
+  // A message: [decided, view (N), progress of each member in the view (N)].
+  std::vector<std::int64_t> progress(N, -1);
+  progress[self] = progress_;
+  const auto send_all = [&](int attempt, bool decided) {
+    std::vector<std::int64_t> mine(2 * N + 1);
+    mine[0] = decided ? 1 : 0;
+    for (std::size_t p = 0; p < N; ++p) {
+      mine[1 + p] = view[p];
+      mine[1 + N + p] = progress[p];
+    }
+    const std::int64_t* sent = kept(std::move(mine));
     for (int p = 0; p < n; ++p) {
-      if (!peers[static_cast<std::size_t>(p)]) continue;
+      if (!answered_alarm[static_cast<std::size_t>(p)]) continue;
       MPI_Request send;
-      DILOCO_MPI_CHECK(MPI_Isend(sent, n + 1, MPI_INT64_T, p, kViewTag + attempt, old, &send));
+      DILOCO_MPI_CHECK(MPI_Isend(sent, 2 * n + 1, MPI_INT64_T, p, kViewTag + attempt, old, &send));
       MPI_Request_free(&send);
     }
-    std::vector<std::vector<std::int64_t>> theirs(N, std::vector<std::int64_t>(N + 1));
+  };
+  bool agreed = false;
+  for (int attempt = 0; attempt < kAgreeAttempts && !agreed; ++attempt) {
+    send_all(attempt, false);
+    std::vector<std::vector<std::int64_t>> theirs(N, std::vector<std::int64_t>(2 * N + 1));
     std::vector<unsigned char> answered;
-    listen(old, kViewTag + attempt, peers, theirs, answered, config_.ping_s);
+    listen(old, kViewTag + attempt, answered_alarm, theirs, answered, config_.ping_s);
+    // Another member decided on a view that holds this one: take it.
+    for (std::size_t p = 0; p < N && !agreed; ++p)
+      if (answered[p] && theirs[p][0] == 1 && theirs[p][1 + self] == 1) {
+        for (std::size_t q = 0; q < N; ++q) {
+          view[q] = static_cast<unsigned char>(theirs[p][1 + q]);
+          progress[q] = theirs[p][1 + N + q];
+        }
+        progress[self] = progress_;
+        agreed = true;
+      }
+    if (agreed) {
+      for (int later = attempt + 1; later < kAgreeAttempts; ++later) send_all(later, true);
+      break;
+    }
     agreed = true;
     std::vector<unsigned char> next(N, 0);
-    for (std::size_t p = 0; p < N; ++p) next[p] = view[p] && (answered[p] || p == static_cast<std::size_t>(me));
-    completed.assign(N, -1);
-    completed[static_cast<std::size_t>(me)] = completed_round_;
+    for (std::size_t p = 0; p < N; ++p) next[p] = view[p] && (answered[p] || p == self);
     for (std::size_t p = 0; p < N; ++p) {
-      if (!peers[p]) continue;
+      if (!view[p] || p == self) continue;
       if (!answered[p]) {
         agreed = false;
         continue;
       }
-      completed[p] = theirs[p][0];
+      progress[p] = theirs[p][1 + N + p];
       for (std::size_t q = 0; q < N; ++q) {
-        if (static_cast<unsigned char>(theirs[p][q + 1]) != view[q]) agreed = false;
-        if (!theirs[p][q + 1] && q != static_cast<std::size_t>(me)) next[q] = 0;
+        if (static_cast<unsigned char>(theirs[p][1 + q]) != view[q]) agreed = false;
+        if (!theirs[p][1 + q] && q != self) next[q] = 0;
       }
     }
-    if (!agreed) view = next;
+    if (agreed) {
+      for (int later = attempt + 1; later < kAgreeAttempts; ++later) send_all(later, true);
+    } else {
+      view = next;
+    }
   }
+  std::vector<std::int64_t> completed(N, -1);
+  for (std::size_t p = 0; p < N; ++p)
+    if (view[p]) completed[p] = progress[p];
 
   const int survivors = static_cast<int>(std::count(view.begin(), view.end(), 1));
   if (2 * survivors <= n)
@@ -160,7 +190,9 @@ MembershipChange Membership::recover(const std::string& why) {
 
   MembershipChange change;
   std::vector<SiteHello> remaining;
-  change.agreed_round = *std::max_element(completed.begin(), completed.end());
+  const std::int64_t agreed_progress = *std::max_element(completed.begin(), completed.end());
+  change.agreed_round = agreed_progress / 2;
+  change.admission_done = agreed_progress % 2 == 1;
   change.state_from = -1;
   for (int p = 0; p < n; ++p) {
     const auto i = static_cast<std::size_t>(p);
@@ -169,11 +201,11 @@ MembershipChange Membership::recover(const std::string& why) {
       continue;
     }
     const int rank = static_cast<int>(remaining.size());
-    if (completed[i] == change.agreed_round && change.state_from < 0) change.state_from = rank;
-    if (completed[i] < change.agreed_round) change.behind_ranks.push_back(rank);
+    if (completed[i] / 2 == change.agreed_round && change.state_from < 0) change.state_from = rank;
+    if (completed[i] / 2 < change.agreed_round) change.behind_ranks.push_back(rank);
     remaining.push_back(members_[i]);
   }
-  change.behind = completed_round_ < change.agreed_round;
+  change.behind = progress_ / 2 < change.agreed_round;
   members_ = std::move(remaining);
   ++epoch_;
   if (!view[0]) {  // the door's keeper is gone: the new rank 0 opens the next one

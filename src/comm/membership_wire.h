@@ -40,6 +40,9 @@ constexpr double kKeepAliveS = 1.0;
 // and a newcomer for a door to answer its hello: short messages on a live
 // connection, so seconds, not the exchange's deadline.
 constexpr double kHandshakeS = 10.0;
+// How long the door's thread waits for a hello or a key proof from a site
+// that has proved nothing yet (while it waits, it takes no other knock).
+constexpr double kDoorReadS = 3.0;
 // Doors are numbered by generation; a scan stops after this many missing.
 constexpr int kDoorGap = 8;
 

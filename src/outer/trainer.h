@@ -315,6 +315,7 @@ class Trainer {
   double wait_this_round_ = 0.0;
   bool rendezvous_ = false;
   comm::Membership* membership_ = nullptr;  // site leaders of a rendezvous run
+  std::int64_t admitted_round_ = -1;        // the round whose admission is done (here or, found by a recovery, elsewhere)
   RoundMetrics between_steps_;              // membership changes answered between inner steps
   std::string minority_;                    // why this site must stop (leader), empty while in the group
 };

@@ -114,7 +114,7 @@ void Trainer::start_from_group() {
       position[0] = load_group_state(state, true);
     }
     position[1] = inner_.step();
-    membership_->set_completed_round(position[0]);
+    membership_->set_admitted(position[0]);  // nobody is admitted before the first round ends
   }
   comm::broadcast_values(*comms_.site, std::span<std::int64_t>(position, 2), 0);
   start_round_ = static_cast<int>(position[0]);
@@ -169,6 +169,7 @@ Trainer::AfterLoss Trainer::recover_or_stop(std::string why, RoundMetrics& metri
     try {
       auto change = membership_->recover(why);
       metrics.membership.push_back(change);
+      if (change.admission_done) admitted_round_ = change.agreed_round;
       return settle(change) ? AfterLoss::kAdopted : AfterLoss::kRedo;
     } catch (const comm::PeerLost& lost) {
       why = lost.what();
@@ -185,7 +186,8 @@ Trainer::AfterLoss Trainer::recover_or_stop(std::string why, RoundMetrics& metri
 bool Trainer::settle(const comm::MembershipChange& change) {
   if (change.behind) {
     receive_group_state(change.state_from, false);
-    membership_->set_completed_round(change.agreed_round);
+    if (change.admission_done) membership_->set_admitted(change.agreed_round);
+    else membership_->set_completed_round(change.agreed_round);
     return true;
   }
   if (comms_.leaders->rank() == change.state_from && !change.behind_ranks.empty())
@@ -203,16 +205,17 @@ void Trainer::answer_alarm() {
 }
 
 // Admits the sites that knocked during the round; each receives the state
-// the members hold now and trains from the next round on.
+// the members hold now and trains from the next round on. A recovery that
+// finds a survivor already past this admission ends it here.
 void Trainer::admit_newcomers(int round, RoundMetrics& metrics) {
-  while (minority_.empty()) {
+  while (minority_.empty() && admitted_round_ != round) {
     try {
       auto change = membership_->admit_waiting();
-      if (change.joined.empty() && change.refused.empty()) return;
       const bool joined = !change.joined.empty();
-      metrics.membership.push_back(std::move(change));
+      if (joined || !change.refused.empty()) metrics.membership.push_back(std::move(change));
       if (joined && comms_.leaders->rank() == 0) send_group_state(round, membership_->newcomers());
-      return;
+      membership_->set_admitted(round);
+      admitted_round_ = round;
     } catch (const comm::PeerLost& lost) {
       if (recover_or_stop(lost.what(), metrics) == AfterLoss::kAdopted)
         throw comm::CommError("a site at its round boundary was behind the group's round (a protocol error)", -1);

@@ -28,7 +28,7 @@ run_site() {  # run_site INDEX LOG [ARGS...]
 ( run_site 0 s0 --set debug.forge_site=1 --set debug.forge_round=4 >/dev/null; echo "exit $?" >>"$WORK/s0.log" ) &
 s0=$!
 expect_exit 2 "key does not match" "a site with another key is refused at the door" -- \
-  run_site 1 intruder --set security.key_file="$WORK/other-key"
+  run_site 1 intruder --set security.key_file="$WORK/other-key" --set rendezvous.join_timeout_s=5
 expect_exit 2 "requires a key" "a site without a key is refused at the door" -- \
   run_site 1 keyless --set security.key_file=""
 expect_exit 2 "short-key" "a key file under 16 bytes is refused, naming it" -- \

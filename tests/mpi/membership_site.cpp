@@ -50,7 +50,8 @@ int main(int argc, char** argv) {
                   members.epoch(), leaders.size());
     }
     std::fflush(stdout);
-    members.set_completed_round(static_cast<std::int64_t>(completed));
+    members.set_admitted(static_cast<std::int64_t>(completed));
+    double admitted = completed;  // the round whose admission is done
     // After a recovery: a site behind the newest round any survivor
     // completed takes that round from the one that holds it (here the round
     // number is all the state there is); returns whether this site did.
@@ -60,9 +61,11 @@ int main(int argc, char** argv) {
       std::printf(" epoch %d recovered in %.2f s at round %lld%s\n", change.epoch, change.seconds,
                   static_cast<long long>(change.agreed_round), change.behind ? " (behind: taking it)" : "");
       std::fflush(stdout);
+      if (change.admission_done) admitted = static_cast<double>(change.agreed_round);
       if (change.behind) {
         leaders.recv(std::as_writable_bytes(std::span<double>(&completed, 1)), change.state_from, 78);
-        members.set_completed_round(static_cast<std::int64_t>(completed));
+        if (change.admission_done) members.set_admitted(static_cast<std::int64_t>(completed));
+        else members.set_completed_round(static_cast<std::int64_t>(completed));
         return true;
       }
       if (leaders.rank() == change.state_from)
@@ -90,24 +93,26 @@ int main(int argc, char** argv) {
           if ((adopted = settle(members.recover(e.what())))) break;
         }
       }
-      if (adopted) continue;
-      if (values[0] != round * leaders.size()) {
-        std::printf("site %d round %d MISMATCH sum of rounds %g\n", config.hello.index, int(round), values[0]);
-        return 1;
+      if (!adopted) {
+        if (values[0] != round * leaders.size()) {
+          std::printf("site %d round %d MISMATCH sum of rounds %g\n", config.hello.index, int(round), values[0]);
+          return 1;
+        }
+        completed = round;
+        members.set_completed_round(static_cast<std::int64_t>(completed));
+        std::printf("site %d round %d epoch %d sites %d sum %g\n", config.hello.index, int(round), members.epoch(),
+                    leaders.size(), values[1]);
+        std::fflush(stdout);
       }
-      completed = round;
-      members.set_completed_round(static_cast<std::int64_t>(completed));
-      std::printf("site %d round %d epoch %d sites %d sum %g\n", config.hello.index, int(round), members.epoch(),
-                  leaders.size(), values[1]);
-      std::fflush(stdout);
-      for (;;) {
+      while (admitted != completed) {
         try {
           const auto change = members.admit_waiting();
           for (int r : members.newcomers()) leaders.send(std::as_bytes(std::span<double>(&completed, 1)), r, 77);
           for (const auto& name : change.joined)
-            std::printf("site %d round %d admitted %s epoch %d\n", config.hello.index, int(round), name.c_str(),
+            std::printf("site %d round %d admitted %s epoch %d\n", config.hello.index, int(completed), name.c_str(),
                         change.epoch);
-          break;
+          members.set_admitted(static_cast<std::int64_t>(completed));
+          admitted = completed;
         } catch (const PeerLost& e) {
           settle(members.recover(e.what()));
         }
