@@ -10,6 +10,7 @@ grouped-query attention, tied or untied head) and its rope initialisation
 as transformers computes them.
 
   write   a folder with random weights: config.json and model.safetensors
+          (what export_model.py --kind llama --format hf writes)
   loss    mean next-token loss over a byte file, in diloco eval's windows
   greedy  token ids of a greedy continuation, recomputing the whole sequence
           for each new token
@@ -191,8 +192,18 @@ def write_folder(a):
     print("wrote %s: %d parameters" % (a.folder, sum(t.numel() for t in w.values())))
 
 
+def greedy_ids(config, w, prompt, tokens):
+    ids = list(prompt.encode())
+    with torch.no_grad():
+        for _ in range(tokens):
+            logits = forward(config, w, torch.tensor([ids]))
+            ids.append(int(torch.argmax(logits[0, -1])))
+    return ids[len(prompt.encode()):]
+
+
 def loss(a):
-    """Windows as diloco eval takes them: window k holds ids [k*T, k*T + T + 1)."""
+    """Windows as diloco eval takes them: window k holds ids [k*T, k*T + T + 1).
+    With --prompt, also the greedy ids (one process for both)."""
     config, w = read_folder(a.folder)
     ids = torch.tensor(list(open(a.data, "rb").read()), dtype=torch.long)
     T, total, count = a.seq_len, 0.0, 0
@@ -202,17 +213,15 @@ def loss(a):
             logits = forward(config, w, window[None, :-1])
             total += F.cross_entropy(logits[0].double(), window[1:], reduction="sum").item()
             count += len(window) - 1
-    print(json.dumps({"loss": total / count, "tokens": count}))
+    out = {"loss": total / count, "tokens": count}
+    if a.prompt:
+        out["ids"] = greedy_ids(config, w, a.prompt, a.tokens)
+    print(json.dumps(out))
 
 
 def greedy(a):
     config, w = read_folder(a.folder)
-    ids = list(a.prompt.encode())
-    with torch.no_grad():
-        for _ in range(a.tokens):
-            logits = forward(config, w, torch.tensor([ids]))
-            ids.append(int(torch.argmax(logits[0, -1])))
-    print(json.dumps({"ids": ids[len(a.prompt.encode()):]}))
+    print(json.dumps({"ids": greedy_ids(config, w, a.prompt, a.tokens)}))
 
 
 def main():
@@ -238,6 +247,8 @@ def main():
     lo.add_argument("folder")
     lo.add_argument("--data", required=True)
     lo.add_argument("--seq-len", type=int, required=True)
+    lo.add_argument("--prompt", default="", help="also the greedy ids after this prompt")
+    lo.add_argument("--tokens", type=int, default=20)
     gr = sub.add_parser("greedy")
     gr.add_argument("folder")
     gr.add_argument("--prompt", required=True)

@@ -105,7 +105,7 @@ c=$("$DILOCO_BIN" sample "$gckpt" --prompt "Q: " --tokens 100 --seed 6)
 mpi 1 "$DILOCO_BIN" train "$WORK/llama.toml" --set data.format=text --set "data.paths=[\"$WORK/data.txt\"]" \
   --set "data.tokenizer=\"$WORK/spm/tokenizer.model\"" --set model.vocab=512 --set topology.sites=1 --set outer.rounds=1 \
   --out "$WORK/text" > "$WORK/text.log" 2>&1 || { tail -20 "$WORK/text.log"; fail "text run"; }
-expect_exit 0 "tokenizer.model" "the folder of a text run holds its tokenizer" -- \
+expect_exit 0 "tokenizer.model tokenizer_config.json" "the folder of a text run holds its tokenizer" -- \
   "$DILOCO_BIN" export "$WORK/text/checkpoints/ckpt-00000001" --format hf --out "$WORK/T"
 out=$("$DILOCO_BIN" sample "$WORK/T" --prompt "The" --tokens 20 --json)
 $PY - "$out" <<'PY' && pass "sample decodes with the folder's SentencePiece model" || fail "text sample: $out"

@@ -128,6 +128,13 @@ std::vector<std::string> write_model_folder(const std::string& out, const ModelF
       fs::copy_file(folder.tokenizer_model, tmp / "tokenizer.model", ec);
       if (ec) throw WeightsError("cannot copy " + folder.tokenizer_model + ": " + ec.message());
       written.push_back("tokenizer.model");
+      // diloco's runs encode text without BOS or EOS ids, so a Hugging Face
+      // tokenizer that added them would feed the model what it never saw.
+      const nlohmann::json tokenizer_config = {{"tokenizer_class", "LlamaTokenizer"}, {"add_bos_token", false},
+                                               {"add_eos_token", false}, {"unk_token", "<unk>"},
+                                               {"bos_token", "<s>"}, {"eos_token", "</s>"}};
+      write_text((tmp / "tokenizer_config.json").string(), tokenizer_config.dump(2) + "\n");
+      written.push_back("tokenizer_config.json");
     }
     // The old folder moves aside only once the new one is whole.
     const fs::path old = target.parent_path() / (target.filename().string() + ".old-" + std::to_string(::getpid()));

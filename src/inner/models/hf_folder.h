@@ -29,7 +29,9 @@ struct ModelFolder {
   // A shard holds tensors up to this many bytes (a larger tensor alone);
   // one file when everything fits: model.safetensors.
   std::uint64_t max_shard_bytes = std::uint64_t{5} << 30;
-  std::string tokenizer_model;  // a SentencePiece model file copied in as tokenizer.model ("" for none)
+  // A SentencePiece model file copied in as tokenizer.model, with a
+  // tokenizer_config.json that adds no BOS or EOS ids ("" for none).
+  std::string tokenizer_model;
 };
 
 // Writes `folder` into a temporary sibling and renames it into place; an
