@@ -21,7 +21,9 @@ const char* kEvalUsage =
     "token after the first is predicted once, in windows of --seq-len. Under mpirun the windows are split\n"
     "across ranks.\n"
     "  --data PATH...        files or folders (repeatable)\n"
-    "  --format F            bytes, tokens or text (default: how the model's run read its data)\n"
+    "  --format F            bytes, tokens or text (default: how the model's run read its data; text\n"
+    "                        with --tokenizer; a folder: text with its tokenizer.model, bytes for a\n"
+    "                        256-token vocabulary, else tokens)\n"
     "  --tokenizer M         text: the SentencePiece model (default: the model's own)\n"
     "  --token-dtype D       tokens: auto (llm.c shards), uint16 or uint32\n"
     "  --seq-len N           window (default: the model's training context)\n"
@@ -40,8 +42,9 @@ inner::DataConfig data_config(const UseFlags& f, const SavedModel& m) {
   d.format = format == "bytes" ? inner::DataFormat::kBytes
              : format == "tokens" ? inner::DataFormat::kTokens
              : format == "text" ? inner::DataFormat::kText
-             : format.empty() ? m.text_format
-                              : throw FlagError("--format " + format + ": expected bytes, tokens or text");
+             : !format.empty() ? throw FlagError("--format " + format + ": expected bytes, tokens or text")
+             : f.values.count("tokenizer") ? inner::DataFormat::kText
+                                           : m.text_format;
   if (d.format == inner::DataFormat::kText) {
     d.tokenizer = f.text("tokenizer", m.tokenizer);
     if (d.tokenizer.empty()) throw FlagError("--format text needs --tokenizer (the model has none)");

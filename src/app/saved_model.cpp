@@ -75,7 +75,9 @@ SavedModel from_folder(const std::string& path) {
   if (fs::is_regular_file(fs::path(path) / "tokenizer.model", ec)) {
     m.text_format = inner::DataFormat::kText;
     m.tokenizer = (fs::path(path) / "tokenizer.model").string();
-  } else if (m.config.vocab < 256) {
+  } else if (m.config.vocab != 256) {
+    // Not diloco's byte vocabulary, and no SentencePiece model: which
+    // tokenizer made its ids is unknown (tokenizer.json is not read).
     m.text_format = inner::DataFormat::kTokens;
   }
   return m;

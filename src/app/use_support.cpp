@@ -92,14 +92,15 @@ torch::Device pick_device(const std::string& setting, int local_rank) {
 }
 
 TextCodec::TextCodec(const SavedModel& m, const std::string& override_path) {
-  path_ = override_path.empty() ? m.tokenizer : override_path;
+  path_ = override_path.empty() ? m.tokenizer : override_path == "bytes" ? "" : override_path;
   if (!path_.empty()) {
     tokenizer_ = std::make_unique<inner::Tokenizer>(path_);
     if (tokenizer_->vocab_size() > m.model->vocab())
       throw FlagError("tokenizer " + path_ + " has " + std::to_string(tokenizer_->vocab_size()) +
                       " pieces, more than the model's vocabulary (" + std::to_string(m.model->vocab()) + ")");
-  } else if (m.text_format == inner::DataFormat::kTokens) {
-    throw FlagError(m.source + ": which tokenizer made its ids is unknown; give --tokenizer (a SentencePiece model)");
+  } else if (m.text_format == inner::DataFormat::kTokens && override_path != "bytes") {
+    throw FlagError(m.source + ": which tokenizer made its ids is unknown (no tokenizer.model; tokenizer.json is not "
+                    "read); give --tokenizer M (a SentencePiece model) or --tokenizer bytes");
   }
 }
 

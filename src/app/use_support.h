@@ -43,8 +43,9 @@ UseFlags parse_use_flags(int argc, char** argv, const std::set<std::string>& val
 // --device cpu|cuda|auto for the rank `local_rank` of its node. Throws FlagError.
 torch::Device pick_device(const std::string& setting, int local_rank);
 
-// Text to ids and back with the model's tokenizer (or `override_path`), or
-// bytes. Throws FlagError when the model's text encoding is unknown.
+// Text to ids and back with the model's tokenizer (or `override_path`; the
+// word "bytes" for bytes), or bytes. Throws FlagError when the model's text
+// encoding is unknown.
 class TextCodec {
  public:
   TextCodec(const SavedModel& model, const std::string& override_path);

@@ -78,6 +78,12 @@ expect_exit 2 "attention_bias is true" "attention biases refused" -- "$DILOCO_BI
 mkdir "$WORK/empty" && cp "$WORK/gqa_tied/config.json" "$WORK/empty/"
 expect_exit 2 "$WORK/empty: holds neither model.safetensors nor model.safetensors.index.json" "a folder without weights" -- \
   "$DILOCO_BIN" eval "$WORK/empty" --data "$WORK/data.txt"
+# A vocabulary that is not bytes and no tokenizer.model: the encoding is
+# not guessed.
+$PY scripts/export_model.py --kind llama --format hf --out "$WORK/v300" --vocab 300 --d-model 32 --ffn 64 > /dev/null
+expect_exit 2 "which tokenizer made its ids is unknown" "sample refuses to guess a tokenizer" -- \
+  "$DILOCO_BIN" sample "$WORK/v300" --prompt hi
+expect_exit 0 "" "--tokenizer bytes samples anyway" -- "$DILOCO_BIN" sample "$WORK/v300" --prompt hi --tokenizer bytes --tokens 5
 expect_exit 2 "--max-shard-size 12XB" "bad shard size" -- \
   "$DILOCO_BIN" export "$WORK/llama3" --format hf --out "$WORK/x" --max-shard-size 12XB
 expect_exit 2 "--temperature -1" "bad temperature" -- "$DILOCO_BIN" sample "$WORK/llama3" --prompt hi --temperature -1
