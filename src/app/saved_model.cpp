@@ -86,7 +86,14 @@ SavedModel from_folder(const std::string& path) {
 }  // namespace
 
 SavedModel load_saved_model(const std::string& path) {
-  return inner::is_model_folder(path) ? from_folder(path) : from_checkpoint(path);
+  std::error_code ec;
+  if (!fs::is_directory(path, ec))
+    throw inner::WeightsError(path + ": " + (fs::exists(path, ec) ? "not a folder" : "no such folder") +
+                              "; give a checkpoint folder or a model folder (config.json and safetensors)");
+  if (inner::is_model_folder(path)) return from_folder(path);
+  if (!fs::exists(fs::path(path) / "MANIFEST", ec))
+    throw inner::WeightsError(path + ": neither a checkpoint (no MANIFEST) nor a model folder (no config.json)");
+  return from_checkpoint(path);
 }
 
 }  // namespace diloco::app

@@ -70,6 +70,11 @@ tensors_equal "$WORK/A" "$WORK/C" && pass "export, import (model.init_from), exp
 expect_exit 2 "model.d_model = 128, but $WORK/A/config.json has hidden_size = 64" "an explicit key that disagrees with the folder" -- \
   "$DILOCO_BIN" check "$WORK/llama.toml" --set "model.init_from=\"$WORK/A\"" --set model.preset='""' --set model.d_model=128
 
+# A damaged checkpoint is named as such before anything is read from it.
+cp -r "$ckpt" "$WORK/damaged"
+printf 'x' >> "$WORK/damaged/$(ls "$WORK/damaged" | grep -v MANIFEST | head -1)"
+expect_exit 2 "$WORK/damaged does not verify" "eval of a damaged checkpoint" -- "$DILOCO_BIN" eval "$WORK/damaged" --data "$WORK/data.txt"
+
 # eval: the checkpoint, its folder, Python's forward and two ranks agree.
 loss() { "$@" --json | $PY -c 'import json,sys; print(json.load(sys.stdin)["loss"])'; }
 l_ckpt=$(loss "$DILOCO_BIN" eval "$ckpt" --data "$WORK/data.txt")
