@@ -1,7 +1,6 @@
 // `diloco eval`: loss, perplexity and bits per byte of a checkpoint or model
 // folder on given data, alone or split by window across mpirun's ranks.
 #include <cmath>
-#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -37,7 +36,6 @@ inner::DataConfig data_config(const UseFlags& f, const SavedModel& m) {
   inner::DataConfig d;
   d.paths = f.values.count("data") ? f.values.at("data") : std::vector<std::string>{};
   if (d.paths.empty()) throw FlagError("--data names no file");
-  d.eval_paths = d.paths;
   const std::string format = f.text("format", "");
   d.format = format == "bytes" ? inner::DataFormat::kBytes
              : format == "tokens" ? inner::DataFormat::kTokens
@@ -57,24 +55,19 @@ inner::DataConfig data_config(const UseFlags& f, const SavedModel& m) {
   return d;
 }
 
-// Bytes of text the tokens stand for: bytes are one each; text counts its
-// files (when --data names files, not folders); token shards say nothing.
-double text_bytes(const inner::DataConfig& d, std::int64_t tokens, bool whole) {
+// Bytes of text the evaluated tokens stand for: one each for bytes; all the
+// text read for SentencePiece text, when all of it was evaluated; unknown
+// (0) for token shards.
+double bytes_covered(const inner::DataConfig& d, std::int64_t tokens, std::uint64_t text_bytes, bool whole) {
   if (d.format == inner::DataFormat::kBytes) return static_cast<double>(tokens);
   if (d.format != inner::DataFormat::kText || !whole) return 0.0;
-  double bytes = 0.0;
-  for (const auto& p : d.paths) {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(p, ec)) return 0.0;
-    bytes += static_cast<double>(std::filesystem::file_size(p, ec));
-  }
-  return bytes;
+  return static_cast<double>(text_bytes);
 }
 
 void report(const UseFlags& f, const SavedModel& m, const inner::DataConfig& d, const inner::EvalTotals& t, int seq_len,
-            int ranks) {
+            int ranks, std::uint64_t text_bytes) {
   const double loss = t.nats / static_cast<double>(t.tokens);
-  const double bytes = text_bytes(d, t.tokens + 1, f.text("max-tokens", "").empty());
+  const double bytes = bytes_covered(d, t.tokens + 1, text_bytes, f.text("max-tokens", "").empty());
   nlohmann::json j = {{"model", m.source}, {"signature", m.model->signature()}, {"tokens", t.tokens},
                       {"seq_len", seq_len}, {"ranks", ranks}, {"loss", loss}, {"perplexity", std::exp(loss)},
                       {"bits_per_byte", nullptr}, {"bytes", nullptr}};
@@ -93,7 +86,7 @@ void report(const UseFlags& f, const SavedModel& m, const inner::DataConfig& d, 
   std::printf("loss           %.6f nats/token\n", loss);
   std::printf("perplexity     %.4f\n", std::exp(loss));
   if (bytes > 0) std::printf("bits per byte  %.6f\n", j["bits_per_byte"].get<double>());
-  else std::printf("bits per byte  unknown (token shards, folders of text, or --max-tokens)\n");
+  else std::printf("bits per byte  unknown (token shards, or text cut by --max-tokens)\n");
 }
 
 int eval_body(int argc, char** argv) {
@@ -122,13 +115,15 @@ int eval_body(int argc, char** argv) {
   w.replica = world ? world->rank() : 0;
   w.replicas = world ? world->size() : 1;
   const auto device = pick_device(f.text("device", "auto"), local_rank);
-  const auto data = inner::open_dataset(d, m.model->vocab(), 2);
+  std::uint64_t text_bytes = 0;
+  const auto data = inner::open_token_stream(d, d.paths, m.model->vocab(), &text_bytes);
+  if (data->size() < 2) throw inner::DataError("--data holds " + std::to_string(data->size()) + " tokens; eval needs 2");
   m.model->to(device);
   inner::EvalTotals totals;
   // A bad id is met by the rank whose window holds it: that rank says so
   // and ends the job, so no other rank waits for it.
   const int code = run_guarded("eval", [&] {
-    totals = inner::evaluate(*m.model, data.eval(), w, device);
+    totals = inner::evaluate(*m.model, *data, w, device);
     return 0;
   }, /*every_rank=*/true);
   if (code != 0) {
@@ -140,7 +135,7 @@ int eval_body(int argc, char** argv) {
     world->all_reduce_sum(std::span<double>(sums, 2));
     totals = {sums[0], static_cast<std::int64_t>(sums[1])};
   }
-  if (w.replica == 0) report(f, m, d, totals, w.seq_len, w.replicas);
+  if (w.replica == 0) report(f, m, d, totals, w.seq_len, w.replicas, text_bytes);
   return 0;
 }
 

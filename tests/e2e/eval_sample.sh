@@ -120,4 +120,7 @@ assert j["tokenizer"].startswith("SentencePiece") and len(j["ids"]) == 20 and ma
 PY
 bpb=$("$DILOCO_BIN" eval "$WORK/T" --data "$WORK/data.txt" --seq-len 32 --json | $PY -c 'import json,sys; print(json.load(sys.stdin)["bits_per_byte"])')
 $PY -c 'import sys; assert 0 < float(sys.argv[1]) < 20' "$bpb" 2>/dev/null && pass "eval on text counts bits per byte ($bpb)" || fail "no bits per byte on text"
+mkdir "$WORK/textdir" && cp "$WORK/data.txt" "$WORK/textdir/"
+bpb_dir=$("$DILOCO_BIN" eval "$WORK/T" --data "$WORK/textdir" --seq-len 32 --json | $PY -c 'import json,sys; print(json.load(sys.stdin)["bits_per_byte"])')
+[[ $bpb_dir == "$bpb" ]] && pass "a folder of text counts its bytes alike" || fail "folder bits per byte $bpb_dir, file $bpb"
 finish
