@@ -283,3 +283,30 @@ TEST(SamplerTest, IdsStayBelowTheLimit) {
   o.id_limit = 100;
   for (auto id : sample(*m, {1, 2, 3}, o, torch::kCPU)) EXPECT_LT(id, 100);
 }
+
+// A tensor of a dtype that cannot be weights stops the load before any
+// parameter is written, however late it comes in the model's order.
+TEST(ModelFolderTest, AnUnusableDtypeChangesNothing) {
+  TempDir dir;
+  torch::manual_seed(21);
+  auto a = make_model(small_llama());
+  std::vector<std::vector<float>> keep;
+  write_safetensors(dir.file("w.safetensors"), tensors_of(*a, keep));
+  std::string blob;
+  {
+    std::ifstream in(dir.file("w.safetensors"), std::ios::binary);
+    blob.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const auto at = blob.find("F32", blob.find("\"model.norm.weight\""));
+  ASSERT_NE(at, std::string::npos);
+  blob.replace(at, 3, "I32");  // same width: the file stays well formed
+  std::ofstream(dir.file("w.safetensors"), std::ios::binary | std::ios::trunc) << blob;
+  torch::manual_seed(22);
+  auto b = make_model(small_llama());
+  std::vector<torch::Tensor> before;
+  for (auto& [name, p] : b->named_parameters()) before.push_back(p.clone());
+  EXPECT_NE(error_of([&] { load_weights(*b, dir.file("w.safetensors")); }).find("'model.norm.weight' is I32"),
+            std::string::npos);
+  std::size_t i = 0;
+  for (auto& [name, p] : b->named_parameters()) EXPECT_TRUE(torch::equal(p, before[i++])) << name;
+}

@@ -79,13 +79,19 @@ void load_weights(Model& model, const std::vector<const SafetensorsFile*>& files
     if (!unexpected.empty()) why += "; unexpected: " + first_few(unexpected);
     throw WeightsError(why);
   }
-  // Every tensor converts before the first one is written.
-  std::vector<std::vector<float>> values;
-  for (const auto& p : layout) values.push_back(owner.at(p.name)->to_floats(p.name));
+  // Every dtype is checked before the first tensor is written; then one
+  // tensor at a time is converted and copied, so a model's worth of fp32
+  // copies is never held at once (a Hugging Face model of billions of
+  // parameters would need it twice over).
+  for (const auto& p : layout) {
+    const auto& dtype = tensors.at(p.name).dtype;
+    if (dtype != "F32" && dtype != "F16" && dtype != "BF16")
+      throw WeightsError(owner.at(p.name)->path() + ": tensor '" + p.name + "' is " + dtype +
+                         "; weights must be F32, F16 or BF16");
+  }
   torch::NoGradGuard no_grad;
-  std::size_t i = 0;
   for (auto& [name, p] : model.named_parameters()) {
-    auto& v = values[i++];
+    auto v = owner.at(name)->to_floats(name);
     p.copy_(torch::from_blob(v.data(), p.sizes(), torch::kFloat));
   }
 }
