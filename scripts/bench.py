@@ -699,7 +699,8 @@ def main():
     unknown = set(wanted) - {n for n, _ in SECTIONS}
     if unknown:
         parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
-    for tool in ("build/diloco", "build/bench/bench_inner", "build/bench/bench_exchange", "build/bench/bench_compression"):
+    for tool in ("build/diloco", "build/bench/bench_inner", "build/bench/bench_exchange", "build/bench/bench_compression",
+                 "build/bench/bench_sample"):
         if not os.access(os.path.join(ROOT, tool), os.X_OK):
             sys.exit(f"bench: {tool} is missing: run scripts/setup first")
     plots = os.path.join(ROOT, "bench", "plots")
