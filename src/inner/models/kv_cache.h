@@ -19,7 +19,10 @@ struct KvCache {
   // Writes `k` and `v` ([B, heads, T, head_dim]) at position `length` of layer
   // `layer` and returns the layer's keys and values through them.
   std::pair<torch::Tensor, torch::Tensor> append(std::size_t layer, const torch::Tensor& k, const torch::Tensor& v) {
-    if (keys.size() <= layer) keys.resize(layer + 1), values.resize(layer + 1);
+    if (keys.size() <= layer) {
+      keys.resize(layer + 1);
+      values.resize(layer + 1);
+    }
     if (!keys[layer].defined()) {
       keys[layer] = torch::empty({k.size(0), k.size(1), capacity, k.size(3)}, k.options());
       values[layer] = torch::empty({v.size(0), v.size(1), capacity, v.size(3)}, v.options());
