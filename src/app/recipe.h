@@ -98,6 +98,8 @@ struct TimeoutSection {
 struct DebugSection {
   int nan_site = -1;     // this site's pseudo-gradient becomes NaN in nan_round
   int nan_round = 0;
+  int diverge_site = -1;  // this site's global params drift by one ulp after the outer step...
+  int diverge_round = 0;  // ...of this round (what sync.check_every must catch)
   int exit_rank = -1;    // this world rank exits (code 1) at inner step exit_step
   std::int64_t exit_step = 0;
   int throw_rank = -1;   // this world rank fails with an internal error at inner step throw_step

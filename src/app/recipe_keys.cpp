@@ -275,6 +275,7 @@ const std::vector<Key>& keys() {
     k.push_back(number_key("sync", "mix_alpha", &R::sync, &outer::SyncConfig::mix_alpha,
                            [](double v) { return v >= 0.0 && v < 1.0; }, "in [0, 1)"));
     k.push_back(integer_key("sync", "reprobe_every", &R::sync, &outer::SyncConfig::reprobe_every, 0, 1 << 30));
+    k.push_back(integer_key("sync", "check_every", &R::sync, &outer::SyncConfig::check_every, 0, 1 << 30));
     k.push_back(number_key("sync", "timeout_s", &R::timeouts, &TimeoutSection::timeout_s, positive, "> 0"));
     k.push_back(number_key("sync", "startup_timeout_s", &R::timeouts, &TimeoutSection::startup_timeout_s, positive, "> 0"));
 
@@ -322,6 +323,8 @@ const std::vector<Key>& keys() {
     k.push_back(integer_key("checkpoint", "keep", &R::checkpoint, &CheckpointSection::keep, 1, 1000));
     k.push_back(integer_key("debug", "nan_site", &R::debug, &DebugSection::nan_site, -1, 1 << 20));
     k.push_back(integer_key("debug", "nan_round", &R::debug, &DebugSection::nan_round, 0, 1 << 30));
+    k.push_back(integer_key("debug", "diverge_site", &R::debug, &DebugSection::diverge_site, -1, 1 << 20));
+    k.push_back(integer_key("debug", "diverge_round", &R::debug, &DebugSection::diverge_round, 0, 1 << 30));
     k.push_back(integer_key("debug", "exit_rank", &R::debug, &DebugSection::exit_rank, -1, 1 << 20));
     k.push_back(integer_key("debug", "exit_step", &R::debug, &DebugSection::exit_step, 0, kBig));
     k.push_back(integer_key("debug", "throw_rank", &R::debug, &DebugSection::throw_rank, -1, 1 << 20));

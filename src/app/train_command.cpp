@@ -179,8 +179,9 @@ class TrainSession {
     membership_ = join_sites(recipe_, comms_, inner_loop_->model_signature(),
                              static_cast<double>(inner_loop_->tokens_per_step()), auth_ ? &*auth_ : nullptr);
     if (root_ && membership_)
-      std::printf("joined run \"%s\" as %s: %d sites, membership epoch %d%s\n", recipe_.rendezvous.run_id.c_str(),
-                  recipe_.rendezvous.site_name.c_str(), comms_.leaders->size(), membership_->epoch(),
+      std::printf("joined run \"%s\" as %s (%s): %d sites, membership epoch %d%s\n",
+                  recipe_.rendezvous.run_id.c_str(), recipe_.rendezvous.site_name.c_str(),
+                  membership_->joined_through().c_str(), comms_.leaders->size(), membership_->epoch(),
                   membership_->joined_late() ? " (training already under way: taking the group's state)" : "");
   }
 
@@ -238,6 +239,8 @@ class TrainSession {
     outer::FaultConfig faults;
     faults.nan_site = recipe_.debug.nan_site;
     faults.nan_round = recipe_.debug.nan_round;
+    faults.diverge_site = recipe_.debug.diverge_site;
+    faults.diverge_round = recipe_.debug.diverge_round;
     trainer_ = std::make_unique<outer::Trainer>(comms_, *inner_loop_, parts, recipe_.outer, recipe_.sync,
                                                 recipe_.metrics, checkpoint, faults);
     if (rendezvous_) trainer_->use_membership(membership_.get());

@@ -2,23 +2,25 @@
 // leaders' communicator they join through a rendezvous, who is in it, and
 // what happens when a site is lost or comes back. In the spirit of torchft's
 // manager and quorum, over MPI: the trainer asks it for the communicator and
-// calls it at the two moments membership may change (a wait that gave up, a
-// round boundary). Leaders only; the ranks inside a site never see it.
+// calls it at the moments membership may change (a wait that gave up, an
+// alarm seen between inner steps, a round boundary). Leaders only; the ranks
+// inside a site never see it. The protocol (states, messages, timeouts,
+// invariants, what each failure leads to) is docs/membership.md.
 //
-// The rendezvous is Open MPI's name service (ompi-server, given to every
-// mpirun with --ompi-server). The group's first member (rank 0) keeps a
-// door: a port it accepts on, published as "diloco-RUN-door-G", G counting
-// the door's keepers (a new keeper after the old one is lost publishes
-// G + 1, so a newcomer takes the highest it finds). A newcomer knocks with
-// its hello; at the next round boundary the members accept it together and
-// the merged communicator gets it as its last rank.
+// Joining: the group's rank 0 keeps a door, a TCP socket whose address is
+// published in Open MPI's name service (ompi-server) as a numbered name; a
+// newcomer tries the published doors, newest first, and does the whole
+// handshake on that socket (hello, key proofs, "queued" and keepalives,
+// "admit now" and "ready"), every step timed. Only then do the members and
+// the newcomer enter MPI's untimed connect/accept and merge, under a guard
+// that ends the process (exit 3) instead of hanging if it overruns.
 //
-// Losses: every wait between sites has a deadline (PeerLost). The members
-// that notice alarm everyone still listening, agree on who answered, and go
-// on only as a strict majority of the last agreed membership, on a
-// communicator of the survivors (MPI_Comm_create_group). Each change is an
-// epoch; a stale member (frozen, cut off) keeps the old communicator, finds
-// nobody there and stops as a minority.
+// Losses: every wait between sites has a deadline (PeerLost) and polls for an
+// alarm; a member computing its inner steps polls too (alarmed()). Members in
+// a recovery agree, in timed attempts, on who is alive and on the newest
+// round any of them completed; they go on only as a strict majority of the
+// last agreed membership, on a communicator of the survivors
+// (MPI_Comm_create_group, guarded). Each change is an epoch.
 #pragma once
 
 #include <mpi.h>
@@ -35,6 +37,7 @@
 #include <vector>
 
 #include "comm/comm_error.h"
+#include "comm/door_socket.h"
 #include "comm/message_auth.h"
 #include "comm/mpi_communicator.h"
 
@@ -87,6 +90,13 @@ struct MembershipChange {
   // A loss: from noticing it to the survivors' communicator. A join: from
   // the knock to the admission (on the door's keeper; the merge elsewhere).
   double seconds = 0.0;
+  // A loss: the newest round any survivor completed (every survivor goes on
+  // from it), the rank (in the new communicator) that holds its state, and
+  // whether this site is behind it and must take that state.
+  std::int64_t agreed_round = 0;
+  int state_from = 0;
+  bool behind = false;
+  std::vector<int> behind_ranks;      // every survivor that must take the state
 };
 
 class Membership {
@@ -110,40 +120,70 @@ class Membership {
   bool joined_late() const { return joined_late_; }
   // Ranks admitted by the last admit_waiting() (they need the state).
   const std::vector<int>& newcomers() const { return newcomers_; }
+  // Which door this site came in by, for the log ("door 2 of run X").
+  const std::string& joined_through() const { return joined_through_; }
+
+  // The newest round this site completed with the group (its exchange and
+  // report done); what a recovery compares.
+  void set_completed_round(std::int64_t round) { completed_round_ = round; }
+  std::int64_t completed_round() const { return completed_round_; }
+
+  // Whether another member has started a recovery (an alarm is waiting):
+  // polled between inner steps, so a member ahead of the others by a round
+  // answers within one step and is not counted as lost. Cheap (one probe).
+  bool alarmed();
 
   // Collective over the members, at a round boundary: admits the sites that
   // knocked meanwhile. Returns the change (joined empty when none).
   MembershipChange admit_waiting();
 
-  // After PeerLost, on every member that noticed: agrees on who is alive
-  // and moves to their communicator. Throws MinorityError when the
-  // survivors are no strict majority of the last membership.
+  // After PeerLost or alarmed(), on every member that noticed: agrees on
+  // who is alive and on the round to go on from, and moves to the
+  // survivors' communicator. Throws MinorityError when the survivors are no
+  // strict majority of the last membership.
   MembershipChange recover(const std::string& why);
 
  private:
   struct Knock {
-    MPI_Comm door = MPI_COMM_NULL;  // intercommunicator with the newcomer
+    DoorSocket socket;             // the newcomer's door connection
     SiteHello hello;
+    std::string session;           // keyed: both nonces, binding the admission to this handshake
     std::chrono::steady_clock::time_point at;  // when it knocked
+  };
+  struct Door {
+    int generation = 0;
+    std::string endpoint;
   };
 
   void enter();
-  void found();
-  void join(const std::string& door_port);
+  void found(int generation);
+  // The newcomer's side: the doors published for the run, newest first.
+  std::vector<Door> published_doors() const;
+  bool run_started() const;
+  // Knocks at `door`: false when it does not answer (a stale name, a
+  // keeper that is gone); throws JoinError when the group refuses.
+  bool knock(const Door& door);
   void wait_for_sites();
   void open_door();
   void close_door();
   void door_loop();
+  void take_knock(DoorSocket socket);
+  void keep_alive();
   // The door's checks of a newcomer's hello; returns why it is refused, or "".
-  std::string check_knock(MPI_Comm door, const SiteHello& hello);
-  // The newcomer's side of the key check.
-  void answer_challenge(MPI_Comm door, const std::string& hello_bytes);
+  std::string check_knock(Knock& knock);
+  // The newcomer's side of the key check; returns the session (both nonces).
+  std::string answer_challenge(DoorSocket& door, const std::string& hello_bytes);
   std::vector<Knock> take_knocks();
-  void reopen_door();
   // Admits `knocks` (root's list; others pass empty): returns the names.
   std::vector<std::string> admit(std::vector<Knock> knocks);
+  std::string admit_one(Knock* knock);
   void share_roster();
-  std::string name(const std::string& what) const { return "diloco-" + config_.run_id + "-" + what; }
+  void refuse(Knock& knock, const std::string& why);
+  std::string name(const std::string& what) const;
+  std::string plain_name(const std::string& what) const;
+  // Keyed runs: a MAC over `what` under `label`, as text (empty without a key).
+  std::string seal(const std::string& label, const std::string& what) const;
+  bool sealed(const std::string& label, const std::string& what, const std::string& mac) const;
 
   JoinConfig config_;
   std::unique_ptr<MpiCommunicator> owned_;
@@ -154,16 +194,18 @@ class Membership {
   int door_generation_ = 0;   // the door this group publishes (rank 0 keeps it)
   bool joined_late_ = false;
   bool started_ = false;
+  std::int64_t completed_round_ = 0;
+  int left_in_batch_ = 0;     // admissions after the current one in its batch
+  std::string joined_through_;
 
   // The door (rank 0 only).
-  std::string door_port_;
+  std::unique_ptr<DoorListener> listener_;
+  std::vector<std::string> door_names_;
   std::thread door_thread_;
   std::atomic<bool> closing_{false};
-  std::atomic<bool> door_busy_{false};  // the door's thread is in an MPI call other than its accept
   std::mutex knocks_mutex_;
   std::deque<Knock> knocks_;
   std::vector<std::string> refused_;  // refusals at the door since the last admission
-  std::condition_variable door_idle_;
 };
 
 // Ends a process that took part in a membership: MPI_Finalize, bounded by

@@ -1,6 +1,7 @@
-// What the membership's pieces share (join, admission and recovery in
-// membership.cpp, the door in membership_door.cpp): tags, the hello's byte
-// layout, and small timed messages. Internal to diloco_comm.
+// What the membership's pieces share (admission in membership.cpp, the
+// newcomer's side in membership_join.cpp, the door in membership_door.cpp,
+// recovery in membership_recover.cpp): frame kinds, labels, byte layouts and
+// the guard for MPI's untimed calls. Internal to diloco_comm.
 #pragma once
 
 #include <mpi.h>
@@ -10,22 +11,46 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "comm/membership.h"
 
 namespace diloco::comm::wire {
 
-// Tags on a door (the intercommunicator with one newcomer).
-constexpr int kHelloTag = 1;
-constexpr int kReplyTag = 2;
-constexpr int kChallengeTag = 3;
-constexpr int kResponseTag = 4;
+// Tags on the leaders' communicator, above any the exchange or probes use.
+constexpr int kAlarmTag = 31001;
+constexpr int kViewTag = 31010;  // + the agreement's attempt
+constexpr int kAgreeAttempts = 3;
+constexpr int kGroupTag = 32000;  // + the epoch (mod 1000)
+
+// Frames on a door connection (door_socket.h): the first byte says what it is.
+constexpr char kHello = 'H';      // newcomer -> door: its hello
+constexpr char kChallenge = 'C';  // door -> newcomer (keyed): the door's nonce and its proof of the key
+constexpr char kResponse = 'R';   // newcomer -> door (keyed): its proof
+constexpr char kQueued = 'Q';     // door -> newcomer: accepted, waiting for the next round boundary
+constexpr char kAlive = 'K';      // door -> newcomer: still queued (every kKeepAliveS)
+constexpr char kRefused = '!';    // door -> newcomer: why it cannot join
+constexpr char kAdmit = '+';      // door -> newcomer: the MPI port to connect to now
+constexpr char kReady = 'Y';      // newcomer -> door: alive and connecting
+
+constexpr double kKeepAliveS = 1.0;
+// How long the door keeper waits for a newcomer's hello, proof or "ready",
+// and a newcomer for a door to answer its hello: short messages on a live
+// connection, so seconds, not the exchange's deadline.
+constexpr double kHandshakeS = 10.0;
+// Doors are numbered by generation; a scan stops after this many missing.
+constexpr int kDoorGap = 8;
 
 // What the HMACs of a join cover: the group answers the newcomer's nonce
-// under one label, the newcomer the group's nonce and its hello under another.
+// under one label, the newcomer the group's nonce and its hello under
+// another; the port and the ready answer are bound to both nonces.
 constexpr const char* kAdmitLabel = "diloco-admit:";
 constexpr const char* kJoinLabel = "diloco-join:";
+constexpr const char* kPortLabel = "diloco-port:";
+constexpr const char* kReadyLabel = "diloco-ready:";
+constexpr const char* kDoorLabel = "diloco-door:";
 
 using Clock = std::chrono::steady_clock;
 inline double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -56,30 +81,22 @@ struct Reader {
   }
 };
 
-// A message of any length on `comm` from `source` into `out`; false when
-// none arrives within `timeout_s` or `cancel` is set meanwhile.
-inline bool receive_text(MPI_Comm comm, int source, int tag, double timeout_s, std::string& out,
-                         const std::atomic<bool>* cancel = nullptr) {
-  const auto start = Clock::now();
-  for (;;) {
-    if (cancel && cancel->load()) return false;
-    int found = 0;
-    MPI_Status status;
-    DILOCO_MPI_CHECK(MPI_Iprobe(source, tag, comm, &found, &status));
-    if (found) {
-      int count = 0;
-      DILOCO_MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &count));
-      out.assign(static_cast<std::size_t>(count), '\0');
-      DILOCO_MPI_CHECK(MPI_Recv(out.data(), count, MPI_BYTE, source, tag, comm, MPI_STATUS_IGNORE));
-      return true;
-    }
-    if (since(start) > timeout_s) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-}
+// Ends the process (exit 3, with `what` on stderr) when the calls it guards
+// have not returned within `seconds`: for MPI's calls that have no timed
+// form (connect, accept, merge, create_group), entered only after a timed
+// handshake, so an overrun means a peer died in the moment between.
+class OverrunGuard {
+ public:
+  OverrunGuard(std::string what, double seconds);
+  ~OverrunGuard();
+  OverrunGuard(const OverrunGuard&) = delete;
+  OverrunGuard& operator=(const OverrunGuard&) = delete;
 
-inline void send_text(MPI_Comm comm, int dest, int tag, const std::string& text) {
-  DILOCO_MPI_CHECK(MPI_Send(text.data(), static_cast<int>(text.size()), MPI_BYTE, dest, tag, comm));
-}
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_;
+  bool finished_ = false;
+  std::thread thread_;
+};
 
 }  // namespace diloco::comm::wire

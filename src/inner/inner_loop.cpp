@@ -309,6 +309,11 @@ std::vector<std::pair<std::string, std::vector<std::int64_t>>> InnerLoop::parame
 
 std::int64_t InnerLoop::step() const { return impl_->step; }
 
+void InnerLoop::set_step(std::int64_t step) {
+  if (step < 0) throw std::invalid_argument("an inner step counter cannot be negative");
+  impl_->step = step;
+}
+
 std::string InnerLoop::save_state() const {
   torch::serialize::OutputArchive archive;
   impl_->optimizer->save(archive);

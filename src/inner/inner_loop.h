@@ -170,6 +170,9 @@ class InnerLoop {
   // Tokens the whole group processes per inner step.
   std::int64_t tokens_per_step() const;
   std::int64_t step() const;  // inner steps taken so far
+  // Moves the step counter (the learning-rate schedule and the data
+  // position follow it): a site that joins a run under way takes the run's.
+  void set_step(std::int64_t step);
 
   // The optimizer state and step counter, as bytes (a checkpoint). load_state
   // throws std::runtime_error when the bytes do not fit this model.

@@ -184,6 +184,7 @@ RunSummary Trainer::run(const Hooks& hooks) {
 
 inner::InnerStats Trainer::run_steps(int round, int steps, int first_step, const Hooks& hooks) {
   return inner_.run(steps, [&](int step, double loss) {
+    answer_alarm();
     if (hooks.on_step) hooks.on_step(round, first_step + step, loss);
   });
 }
@@ -269,9 +270,12 @@ void Trainer::sync_round(const inner::InnerStats& stats, int round, bool last, b
     else if (sync_.overlap == OverlapMode::kNone) sync_blocking(stats, round, sync);
     else if (sync_.overlap == OverlapMode::kDelayed) sync_delayed(stats, round, last || checkpoint_now, sync);
     else if (last) std::memcpy(inner_.params().data(), global_.data(), global_.size() * sizeof(float));
+    inject_divergence(round);
     report(stats, sync, metrics);
   };
   if (!membership_) return once();
+  for (auto& change : between_steps_.membership) metrics.membership.push_back(std::move(change));
+  between_steps_.membership.clear();
   redo_on_loss(once, sync, metrics);
   if (minority_.empty() && !last) admit_newcomers(round, metrics);
   metrics.epoch = membership_->epoch();
@@ -282,6 +286,12 @@ void Trainer::sync_round(const inner::InnerStats& stats, int round, bool last, b
 void Trainer::inject_faults(std::span<float> delta, int round) const {
   if (faults_.nan_site == comms_.topology.site && faults_.nan_round == round && !delta.empty())
     delta[0] = std::numeric_limits<float>::quiet_NaN();
+}
+
+// Test-only: this site's global params drift by one ulp in the chosen round.
+void Trainer::inject_divergence(int round) {
+  if (faults_.diverge_site == comms_.topology.site && faults_.diverge_round == round && !global_.empty())
+    global_[0] = std::nextafter(global_[0], std::numeric_limits<float>::infinity());
 }
 
 void Trainer::sync_blocking(const inner::InnerStats& stats, int round, RoundSync& sync) {

@@ -54,6 +54,10 @@ struct SyncConfig {
   double target_comm_share = 0.05;
   double hysteresis = 0.2;
   int reprobe_every = 0;  // probe the links between leaders after every this many rounds; 0: never
+  // Compare a hash of the global params across site leaders after every
+  // this many rounds (carried in the round's report: no extra message);
+  // 0: never. A mismatch stops the run naming the sites that differ.
+  int check_every = 1;
 
   ScheduleConfig schedule() const {
     ScheduleConfig c;
@@ -71,6 +75,8 @@ struct SyncConfig {
 struct FaultConfig {
   int nan_site = -1;   // this site's pseudo-gradient becomes NaN...
   int nan_round = 0;   // ...in this round
+  int diverge_site = -1;  // this site's global params drift by one ulp after the outer step...
+  int diverge_round = 0;  // ...of this round
 };
 
 struct EvalConfig {
@@ -237,6 +243,8 @@ class Trainer {
     double transfer_s = 0.0;  // the payload transfers of this leader's exchange
     double transfer_messages = 0.0;
     double critical_bytes = 0.0;
+    double round = 0.0;        // the round this report is of: every leader's must match
+    double params_hash = -1.0; // CRC-32C of the global params in checked rounds, -1 otherwise
   };
 
   inner::InnerStats run_steps(int round, int steps, int first_step, const Hooks& hooks);
@@ -251,13 +259,24 @@ class Trainer {
   void sync_round(const inner::InnerStats& stats, int round, bool last, bool checkpoint_now, RoundSync& sync,
                   RoundMetrics& metrics);
   // Membership (trainer_membership.cpp).
+  void inject_divergence(int round);
+  bool checked_round(int round) const;
+  double params_hash() const;
+  void check_reports(const std::vector<SiteReport>& all, const SiteReport& mine) const;
+  std::string leader_name(int rank) const;
   void start_from_group();
   void redo_on_loss(const std::function<void()>& once, RoundSync& sync, RoundMetrics& metrics);
   void admit_newcomers(int round, RoundMetrics& metrics);
-  bool recover_or_stop(const comm::PeerLost& lost, RoundMetrics& metrics);
+  enum class AfterLoss { kRedo, kAdopted, kStop };
+  AfterLoss recover_or_stop(std::string why, RoundMetrics& metrics);
+  bool settle(const comm::MembershipChange& change);
+  void answer_alarm();
   void stay_in_group(int round, const RoundMetrics& metrics, double initial_eval_loss);
   std::vector<std::byte> group_state(int round) const;
-  int load_group_state(std::span<const std::byte> bytes);
+  std::size_t group_state_bytes(std::span<const std::byte> header) const;
+  int load_group_state(std::span<const std::byte> bytes, bool take_step);
+  void send_group_state(int round, const std::vector<int>& to);
+  int receive_group_state(int from, bool take_step);
   void finish(FragmentSync& f, RoundSync& sync);
   void report(const inner::InnerStats& stats, const RoundSync& sync, RoundMetrics& metrics);
   void install_data_parallel(Exchange* exchange);
@@ -296,6 +315,7 @@ class Trainer {
   double wait_this_round_ = 0.0;
   bool rendezvous_ = false;
   comm::Membership* membership_ = nullptr;  // site leaders of a rendezvous run
+  RoundMetrics between_steps_;              // membership changes answered between inner steps
   std::string minority_;                    // why this site must stop (leader), empty while in the group
 };
 

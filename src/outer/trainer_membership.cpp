@@ -17,6 +17,7 @@ struct StateHeader {
   std::int64_t started = 0;       // the outer optimizer has state
   std::int64_t outer_values = 0;
   std::int64_t params = 0;
+  std::int64_t inner_step = 0;    // the sender's inner step counter
 };
 
 }  // namespace
@@ -32,13 +33,14 @@ void Trainer::use_membership(comm::Membership* leader_membership) {
   membership_ = comms_.topology.is_leader() ? leader_membership : nullptr;
 }
 
-// What a site needs to train on from here: the round, the global params and
-// the outer optimizer's state (rank 0's, which every member holds alike).
+// What a site needs to train on from here: the round, the global params,
+// the outer optimizer's state (every member holds them alike) and the
+// sender's inner step (the schedule's and the data's position).
 std::vector<std::byte> Trainer::group_state(int round) const {
   const auto& outer = *syncs_.front().outer;
   const auto state = outer.state();
   StateHeader h{round, outer.started() ? 1 : 0, static_cast<std::int64_t>(state.size()),
-                static_cast<std::int64_t>(global_.size())};
+                static_cast<std::int64_t>(global_.size()), inner_.step()};
   std::vector<std::byte> out(sizeof h + (global_.size() + state.size()) * sizeof(float));
   std::memcpy(out.data(), &h, sizeof h);
   std::memcpy(out.data() + sizeof h, global_.data(), global_.size() * sizeof(float));
@@ -46,51 +48,83 @@ std::vector<std::byte> Trainer::group_state(int round) const {
   return out;
 }
 
-// Takes a state group_state() wrote; returns its round.
-int Trainer::load_group_state(std::span<const std::byte> bytes) {
+// The bytes a state with this header has, once the header is known to fit
+// this site's model (checked before anything is allocated from it).
+std::size_t Trainer::group_state_bytes(std::span<const std::byte> header) const {
   StateHeader h;
-  if (bytes.size() < sizeof h) throw comm::CommError("the group's state is truncated", -1);
+  if (header.size() < sizeof h) throw comm::CommError("the group's state is truncated", -1);
+  std::memcpy(&h, header.data(), sizeof h);
+  const auto outer_values = static_cast<std::int64_t>(syncs_.front().outer->state().size());
+  if (h.params != static_cast<std::int64_t>(global_.size()) || h.outer_values < 0 ||
+      h.outer_values > std::max<std::int64_t>(outer_values, 4 * h.params) || h.round < 0 || h.inner_step < 0)
+    throw comm::CommError("the group's state does not fit this site's model (" + std::to_string(h.params) +
+                              " params, " + std::to_string(h.outer_values) + " outer values; this site has " +
+                              std::to_string(global_.size()) + ")",
+                          -1);
+  return sizeof h + static_cast<std::size_t>(h.params + h.outer_values) * sizeof(float);
+}
+
+// Takes a state group_state() wrote; returns its round. `take_step`: the
+// site also takes the sender's inner step counter (it joins a run under way).
+int Trainer::load_group_state(std::span<const std::byte> bytes, bool take_step) {
+  StateHeader h;
+  if (bytes.size() != group_state_bytes(bytes)) throw comm::CommError("the group's state has the wrong size", -1);
   std::memcpy(&h, bytes.data(), sizeof h);
-  const auto expected = sizeof h + static_cast<std::size_t>(h.params + h.outer_values) * sizeof(float);
-  if (h.params != static_cast<std::int64_t>(global_.size()) || h.outer_values < 0 || bytes.size() != expected)
-    throw comm::CommError("the group's state does not fit this site's model", -1);
   std::memcpy(global_.data(), bytes.data() + sizeof h, global_.size() * sizeof(float));
   std::vector<float> state(static_cast<std::size_t>(h.outer_values));
   std::memcpy(state.data(), bytes.data() + sizeof h + global_.size() * sizeof(float), state.size() * sizeof(float));
   syncs_.front().outer->load_state(state, h.started != 0);
   std::memcpy(inner_.params().data(), global_.data(), global_.size() * sizeof(float));
+  if (take_step) inner_.set_step(h.inner_step);
   return static_cast<int>(h.round);
+}
+
+void Trainer::send_group_state(int round, const std::vector<int>& to) {
+  const auto state = group_state(round);
+  for (int r : to) {
+    comms_.leaders->send(std::span<const std::byte>(state).first(sizeof(StateHeader)), r, kStateTag);
+    comms_.leaders->send(std::span<const std::byte>(state).subspan(sizeof(StateHeader)), r, kStateTag + 1);
+  }
+}
+
+int Trainer::receive_group_state(int from, bool take_step) {
+  std::vector<std::byte> state(sizeof(StateHeader));
+  comms_.leaders->recv(state, from, kStateTag);
+  state.resize(group_state_bytes(state));
+  comms_.leaders->recv(std::span<std::byte>(state).subspan(sizeof(StateHeader)), from, kStateTag + 1);
+  return load_group_state(state, take_step);
 }
 
 // Round 1 (or a resumed run) starts from rank 0's state on every member; a
 // site admitted later receives the group's state from rank 0 when it is
-// admitted. Either way the site's ranks then learn the round to go on from.
+// admitted. Either way the site takes rank 0's step counter, and the site's
+// ranks then learn the round to go on from and the step.
 void Trainer::start_from_group() {
-  std::int64_t round = start_round_;
+  std::int64_t position[2] = {start_round_, inner_.step()};
   if (membership_) {
     comm::Communicator& leaders = *comms_.leaders;
     if (membership_->joined_late()) {
-      StateHeader h;
-      leaders.recv(std::as_writable_bytes(std::span<StateHeader>(&h, 1)), 0, kStateTag);
-      std::vector<std::byte> state(sizeof h + static_cast<std::size_t>(h.params + h.outer_values) * sizeof(float));
-      std::memcpy(state.data(), &h, sizeof h);
-      leaders.recv(std::span<std::byte>(state).subspan(sizeof h), 0, kStateTag + 1);
-      round = load_group_state(state);
+      position[0] = receive_group_state(0, true);
     } else {
       auto state = group_state(start_round_);
       std::uint64_t size = state.size();
       comm::broadcast_values(leaders, std::span<std::uint64_t>(&size, 1), 0);
       state.resize(size);
       leaders.broadcast(state, 0);
-      round = load_group_state(state);
+      position[0] = load_group_state(state, true);
     }
+    position[1] = inner_.step();
+    membership_->set_completed_round(position[0]);
   }
-  comm::broadcast_values(*comms_.site, std::span<std::int64_t>(&round, 1), 0);
-  start_round_ = static_cast<int>(round);
+  comm::broadcast_values(*comms_.site, std::span<std::int64_t>(position, 2), 0);
+  start_round_ = static_cast<int>(position[0]);
+  inner_.set_step(position[1]);
 }
 
 // The round's exchange, outer step and report, redone from the round's
-// starting state by the survivors whenever a member is lost during it.
+// starting state by the survivors whenever a member is lost during it; a
+// survivor behind one that completed it takes that one's result instead
+// (keeping the error-feedback residual its sent payload left).
 void Trainer::redo_on_loss(const std::function<void()>& once, RoundSync& sync, RoundMetrics& metrics) {
   const std::vector<float> global = global_;
   const auto local_span = inner_.params();
@@ -110,47 +144,78 @@ void Trainer::redo_on_loss(const std::function<void()>& once, RoundSync& sync, R
     metrics.membership = std::move(events);
     sync = RoundSync{};
   };
-  for (;;) {
+  while (minority_.empty()) {
     try {
       once();
+      membership_->set_completed_round(metrics.round);
       return;
     } catch (const comm::PeerLost& lost) {
+      const auto& now = syncs_.front().exchange->residual();
+      const std::vector<float> sent_residual(now.begin(), now.end());
       restore();
-      if (!recover_or_stop(lost, metrics)) return;
+      if (recover_or_stop(lost.what(), metrics) == AfterLoss::kAdopted) {
+        syncs_.front().exchange->set_residual(sent_residual);
+        return;
+      }
     }
   }
 }
 
-// Agrees on the survivors; false (and minority_ set) when this site is not
-// among a majority.
-bool Trainer::recover_or_stop(const comm::PeerLost& lost, RoundMetrics& metrics) {
-  try {
-    metrics.membership.push_back(membership_->recover(lost.what()));
-    return true;
-  } catch (const comm::MinorityError& e) {
-    minority_ = e.what();
-    return false;
+// Agrees on the survivors and settles the round (another loss meanwhile
+// starts over); kStop (and minority_ set) when this site is not among a
+// majority.
+Trainer::AfterLoss Trainer::recover_or_stop(std::string why, RoundMetrics& metrics) {
+  for (;;) {
+    try {
+      auto change = membership_->recover(why);
+      metrics.membership.push_back(change);
+      return settle(change) ? AfterLoss::kAdopted : AfterLoss::kRedo;
+    } catch (const comm::PeerLost& lost) {
+      why = lost.what();
+    } catch (const comm::MinorityError& e) {
+      minority_ = e.what();
+      return AfterLoss::kStop;
+    }
   }
+}
+
+// After a recovery every survivor goes on from the newest round any of
+// them completed: one behind takes the state of the one that holds it
+// (true), and that one sends it.
+bool Trainer::settle(const comm::MembershipChange& change) {
+  if (change.behind) {
+    receive_group_state(change.state_from, false);
+    membership_->set_completed_round(change.agreed_round);
+    return true;
+  }
+  if (comms_.leaders->rank() == change.state_from && !change.behind_ranks.empty())
+    send_group_state(static_cast<int>(change.agreed_round), change.behind_ranks);
+  return false;
+}
+
+// Between inner steps a leader answers another's alarm at once, so being
+// a round ahead never counts as being lost. It has completed every round
+// the group may agree on, so it is never behind.
+void Trainer::answer_alarm() {
+  if (!membership_ || !minority_.empty() || !membership_->alarmed()) return;
+  if (recover_or_stop("an alarm between inner steps", between_steps_) == AfterLoss::kAdopted)
+    throw comm::CommError("a site between its inner steps was behind the group's round (a protocol error)", -1);
 }
 
 // Admits the sites that knocked during the round; each receives the state
 // the members hold now and trains from the next round on.
 void Trainer::admit_newcomers(int round, RoundMetrics& metrics) {
-  for (;;) {
+  while (minority_.empty()) {
     try {
       auto change = membership_->admit_waiting();
       if (change.joined.empty() && change.refused.empty()) return;
       const bool joined = !change.joined.empty();
       metrics.membership.push_back(std::move(change));
-      if (!joined || comms_.leaders->rank() != 0) return;
-      const auto state = group_state(round);
-      for (int r : membership_->newcomers()) {
-        comms_.leaders->send(std::span<const std::byte>(state).first(sizeof(StateHeader)), r, kStateTag);
-        comms_.leaders->send(std::span<const std::byte>(state).subspan(sizeof(StateHeader)), r, kStateTag + 1);
-      }
+      if (joined && comms_.leaders->rank() == 0) send_group_state(round, membership_->newcomers());
       return;
     } catch (const comm::PeerLost& lost) {
-      if (!recover_or_stop(lost, metrics)) return;
+      if (recover_or_stop(lost.what(), metrics) == AfterLoss::kAdopted)
+        throw comm::CommError("a site at its round boundary was behind the group's round (a protocol error)", -1);
     }
   }
 }

@@ -6,6 +6,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "diloco/compression/crc32c.h"
 #include "outer/clock.h"
 #include "outer/trainer.h"
 
@@ -51,7 +52,9 @@ void Trainer::report(const inner::InnerStats& stats, const RoundSync& sync, Roun
                   static_cast<double>(stats.steps),
                   exchanged.transfer_seconds,
                   static_cast<double>(exchanged.transfer_messages),
-                  static_cast<double>(exchanged.critical_bytes)};
+                  static_cast<double>(exchanged.critical_bytes),
+                  static_cast<double>(metrics.round),
+                  checked_round(metrics.round) ? params_hash() : -1.0};
   const auto before_report = leaders.traffic().bytes_sent;
   const auto report_start = std::chrono::steady_clock::now();
   auto reports = leaders.all_gather(std::as_bytes(std::span<const SiteReport>(&mine, 1)));
@@ -72,10 +75,13 @@ void Trainer::report(const inner::InnerStats& stats, const RoundSync& sync, Roun
   double quickest_agree = std::numeric_limits<double>::infinity();
   SiteReport quickest_transfer{};
   quickest_transfer.transfer_s = std::numeric_limits<double>::infinity();
-  for (const auto& raw : reports) {
-    SiteReport r;
-    if (raw.size() != sizeof(SiteReport)) throw std::runtime_error("malformed site report");
-    std::memcpy(&r, raw.data(), sizeof(SiteReport));
+  std::vector<SiteReport> all(reports.size());
+  for (std::size_t i = 0; i < reports.size(); ++i) {
+    if (reports[i].size() != sizeof(SiteReport)) throw std::runtime_error("malformed site report");
+    std::memcpy(&all[i], reports[i].data(), sizeof(SiteReport));
+  }
+  check_reports(all, mine);
+  for (const auto& r : all) {
     loss_weighted += r.mean_loss * r.tokens;
     tokens += r.tokens;
     bytes += r.bytes_sent;
@@ -107,6 +113,45 @@ void Trainer::report(const inner::InnerStats& stats, const RoundSync& sync, Roun
   metrics.tokens += static_cast<std::int64_t>(tokens);
   metrics.bytes_sent = restored_.bytes_sent + static_cast<std::uint64_t>(bytes + report_bytes);
   reprobe(metrics);
+}
+
+bool Trainer::checked_round(int round) const { return sync_.check_every > 0 && round % sync_.check_every == 0; }
+
+// CRC-32C of the global params' bytes: equal on every leader unless the
+// replicas diverged (a site that left out another sender, a fault in a
+// codec or a transport).
+double Trainer::params_hash() const {
+  return static_cast<double>(compression::crc32c(std::as_bytes(std::span<const float>(global_))));
+}
+
+// Every leader reports the same round, and in checked rounds the same
+// global params; otherwise the run stops (exit 3) naming the sites.
+void Trainer::check_reports(const std::vector<SiteReport>& all, const SiteReport& mine) const {
+  std::string wrong_round, differ;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (all[i].round != mine.round)
+      wrong_round += (wrong_round.empty() ? "" : ", ") + leader_name(static_cast<int>(i)) + " (round " +
+                     std::to_string(static_cast<long long>(all[i].round)) + ")";
+    if (mine.params_hash >= 0.0 && all[i].params_hash != mine.params_hash)
+      differ += (differ.empty() ? "" : ", ") + leader_name(static_cast<int>(i));
+  }
+  if (!wrong_round.empty())
+    throw comm::CommError("the sites' reports are of different rounds: this site (" +
+                              leader_name(comms_.leaders->rank()) + ") is in round " +
+                              std::to_string(static_cast<long long>(mine.round)) + ", " + wrong_round,
+                          -1);
+  if (!differ.empty())
+    throw comm::CommError("the global params diverged in round " + std::to_string(static_cast<long long>(mine.round)) +
+                              ": " + differ + " differ from this site (" + leader_name(comms_.leaders->rank()) +
+                              "); stopping (sync.check_every)",
+                          -1);
+}
+
+// A leader by its rank among the leaders: its site's name.
+std::string Trainer::leader_name(int rank) const {
+  if (membership_ && rank < static_cast<int>(membership_->members().size()))
+    return membership_->members()[static_cast<std::size_t>(rank)].name;
+  return "site " + std::to_string(rank);
 }
 
 // Every sync.reprobe_every rounds the leaders measure every pair actively;

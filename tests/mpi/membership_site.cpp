@@ -1,9 +1,11 @@
 // One site of a membership test: joins the run through the rendezvous, then
 // each round sums its round number and a value over the leaders (the value
 // of every site is its index + 1, so the sum tells who took part), admits
-// newcomers at round boundaries and recovers from losses. Prints one line
-// per round ("round R epoch E sites N sum S") and per change; exit 4 as a
-// minority, 3 on other communication errors, 2 on a refused join.
+// newcomers at round boundaries and recovers from losses (answering alarms
+// while it "computes", taking the newest round from a survivor ahead of it).
+// Prints one line per round ("round R epoch E sites N sum S") and per
+// change; exit 4 as a minority, 3 on other communication errors, 2 on a
+// refused join.
 //   membership_site RUN INDEX EXPECTED ROUNDS ROUND_S DEADLINE_S [SIGNATURE]
 #include <mpi.h>
 
@@ -39,17 +41,44 @@ int main(int argc, char** argv) {
   try {
     Membership members(config);
     auto& leaders = members.leaders();
+    std::printf("site %d %s\n", config.hello.index, members.joined_through().c_str());
     // A newcomer learns the round to continue from (rank 0 sends it).
-    double round = 0;
+    double completed = 0;
     if (members.joined_late()) {
-      leaders.recv(std::as_writable_bytes(std::span<double>(&round, 1)), 0, 77);
-      std::printf("site %d joined late at round %d epoch %d sites %d\n", config.hello.index, int(round),
+      leaders.recv(std::as_writable_bytes(std::span<double>(&completed, 1)), 0, 77);
+      std::printf("site %d joined late at round %d epoch %d sites %d\n", config.hello.index, int(completed),
                   members.epoch(), leaders.size());
     }
     std::fflush(stdout);
-    while (round < rounds) {
-      round += 1;
-      std::this_thread::sleep_for(std::chrono::duration<double>(round_s));
+    members.set_completed_round(static_cast<std::int64_t>(completed));
+    // After a recovery: a site behind the newest round any survivor
+    // completed takes that round from the one that holds it (here the round
+    // number is all the state there is); returns whether this site did.
+    const auto settle = [&](const MembershipChange& change) {
+      std::printf("site %d lost", config.hello.index);
+      for (const auto& name : change.left) std::printf(" %s", name.c_str());
+      std::printf(" epoch %d recovered in %.2f s at round %lld%s\n", change.epoch, change.seconds,
+                  static_cast<long long>(change.agreed_round), change.behind ? " (behind: taking it)" : "");
+      std::fflush(stdout);
+      if (change.behind) {
+        leaders.recv(std::as_writable_bytes(std::span<double>(&completed, 1)), change.state_from, 78);
+        members.set_completed_round(static_cast<std::int64_t>(completed));
+        return true;
+      }
+      if (leaders.rank() == change.state_from)
+        for (int r : change.behind_ranks) leaders.send(std::as_bytes(std::span<double>(&completed, 1)), r, 78);
+      return false;
+    };
+    while (completed < rounds) {
+      const double round = completed + 1;
+      // The "inner steps": alarms are answered between them.
+      bool adopted = false;
+      for (const auto t0 = std::chrono::steady_clock::now();
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < round_s;) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        if (members.alarmed()) adopted = settle(members.recover("an alarm between steps")) || adopted;
+      }
+      if (adopted) continue;
       double values[2];
       for (;;) {
         values[0] = round;
@@ -58,30 +87,29 @@ int main(int argc, char** argv) {
           leaders.all_reduce_sum(std::span<double>(values, 2));
           break;
         } catch (const PeerLost& e) {
-          const auto change = members.recover(e.what());
-          std::printf("site %d round %d lost", config.hello.index, int(round));
-          for (const auto& name : change.left) std::printf(" %s", name.c_str());
-          std::printf(" epoch %d recovered in %.2f s\n", change.epoch, change.seconds);
-          std::fflush(stdout);
+          if ((adopted = settle(members.recover(e.what())))) break;
         }
       }
+      if (adopted) continue;
       if (values[0] != round * leaders.size()) {
         std::printf("site %d round %d MISMATCH sum of rounds %g\n", config.hello.index, int(round), values[0]);
         return 1;
       }
+      completed = round;
+      members.set_completed_round(static_cast<std::int64_t>(completed));
       std::printf("site %d round %d epoch %d sites %d sum %g\n", config.hello.index, int(round), members.epoch(),
                   leaders.size(), values[1]);
       std::fflush(stdout);
       for (;;) {
         try {
           const auto change = members.admit_waiting();
-          for (int r : members.newcomers()) leaders.send(std::as_bytes(std::span<double>(&round, 1)), r, 77);
+          for (int r : members.newcomers()) leaders.send(std::as_bytes(std::span<double>(&completed, 1)), r, 77);
           for (const auto& name : change.joined)
             std::printf("site %d round %d admitted %s epoch %d\n", config.hello.index, int(round), name.c_str(),
                         change.epoch);
           break;
         } catch (const PeerLost& e) {
-          members.recover(e.what());
+          settle(members.recover(e.what()));
         }
       }
       std::fflush(stdout);

@@ -4,7 +4,10 @@
 # two others go on (a strict majority) and the killed site, launched again,
 # is admitted; a frozen site (SIGSTOP) is dropped the same way and, woken,
 # finds itself expelled (exit 4); with two sites a loss leaves no majority
-# (exit 4); a site with another model is refused (exit 2).
+# (exit 4); a site with another model is refused (exit 2); the door's keeper
+# (site 0) frozen, woken as a minority and launched again rejoins through the
+# next keeper's door; a newcomer killed while queued at the door stalls
+# nobody, and the next one is admitted.
 #   run_membership.sh MPIRUN SITE_PROGRAM
 set -uo pipefail
 MPIRUN=$1
@@ -25,11 +28,13 @@ for _ in $(seq 50); do [[ -s $work/uri ]] && break; sleep 0.1; done
 fail() { echo "FAIL: $*"; for f in "$work"/*.log; do echo "== $f"; grep -v '^ \|^--\|^$' "$f" | head -40; done; exit 1; }
 
 # site RUN INDEX EXPECTED ROUNDS [SIGNATURE]: one site in the background,
-# deadline 3 s, rounds of 0.3 s; its log is $work/RUN-INDEX[-n].log.
+# deadline 3 s, rounds of $ROUND_S (0.3 s); its log is
+# $work/RUN-INDEX[-again[-again]].log.
+ROUND_S=0.3
 site() {
   local log=$work/$1-$2.log
-  [[ -e $log ]] && log=$work/$1-$2-again.log
-  ( timeout 120 "$MPIRUN" --ompi-server "file:$work/uri" -np 1 "$SITE" "$1" "$2" "$3" "$4" 0.3 3 ${5:-} >"$log" 2>&1
+  while [[ -e $log ]]; do log=${log%.log}-again.log; done
+  ( timeout 120 "$MPIRUN" --ompi-server "file:$work/uri" -np 1 "$SITE" "$1" "$2" "$3" "$4" $ROUND_S 3 ${5:-} >"$log" 2>&1
     echo "exit $?" >>"$log" ) &
   sites+=($!)
 }
@@ -87,4 +92,38 @@ wait_sites
 grep -q "refused by the group: its model" "$work/model-1.log" || fail "a site with another model was not refused"
 grep -q "exit 2" "$work/model-1.log" || fail "the refused site did not exit 2"
 echo "another model: refused at the door (exit 2)"
+# 5. The door's keeper (site 0) frozen: the others go on and the new rank 0
+# opens door 1; woken, site 0 stops as a minority; launched again, it finds
+# the live group (not the stale door 0, not a group of its own) and rejoins.
+site keeper 0 3 70; site keeper 1 3 70; site keeper 2 3 70
+wait_for "$work/keeper-2.log" "round 5 " 30 || fail "three sites did not train together (keeper)"
+keeper=$(pid_of keeper 0)
+kill -STOP "$keeper"
+wait_for "$work/keeper-1.log" "sites 2 sum 5" 15 || fail "sites 1 and 2 did not go on without the frozen keeper"
+kill -CONT "$keeper"
+wait_for "$work/keeper-0.log" "exit 4" 30 || fail "the woken keeper did not stop as a minority (exit 4)"
+site keeper 0 3 70
+wait_for "$work/keeper-0-again.log" "joined late" 30 || fail "site 0 launched again did not rejoin"
+grep -q "door 1 of run" "$work/keeper-0-again.log" || fail "site 0 did not come in through the new keeper's door"
+wait_sites
+for log in keeper-1 keeper-2 keeper-0-again; do grep -q "exit 0" "$work/$log.log" || fail "$log did not finish"; done
+grep -q "round 70 epoch .* sites 3 sum 6" "$work/keeper-1.log" || fail "the run did not end with three sites (keeper)"
+echo "keeper lost: the others opened door 1; site 0, woken, stopped (exit 4) and, launched again, rejoined there"
+
+# 6. Rounds of 2 s: a newcomer killed while queued at the door stalls
+# nobody (the door drops it); the next newcomer is admitted.
+ROUND_S=2
+site queue 0 3 14; site queue 1 3 14; site queue 2 3 14
+wait_for "$work/queue-2.log" "round 2 " 30 || fail "three sites did not train together (queue)"
+kill -9 "$(pid_of queue 2)"
+wait_for "$work/queue-0.log" "sites 2 sum 3" 15 || fail "the survivors did not go on (queue)"
+site queue 2 3 14
+wait_for "$work/queue-2-again.log" "queued" 20 || fail "the newcomer was not queued at the door"
+kill -9 "$(pid_of queue 2)"
+site queue 2 3 14
+wait_for "$work/queue-2-again-again.log" "joined late" 30 || fail "the next newcomer was not admitted"
+wait_sites
+for log in queue-0 queue-1 queue-2-again-again; do grep -q "exit 0" "$work/$log.log" || fail "$log did not finish"; done
+grep -q "round 14 epoch .* sites 3 sum 6" "$work/queue-0.log" || fail "the run did not end with three sites (queue)"
+echo "a newcomer killed while queued: nobody stalled; the next one was admitted"
 echo PASS

@@ -1,0 +1,189 @@
+// Recovering from a lost member (docs/membership.md, "Recovery"): alarms,
+// the agreement on who is alive and on the round, and the survivors'
+// communicator.
+#include <algorithm>
+#include <deque>
+
+#include "comm/membership.h"
+#include "comm/membership_wire.h"
+
+namespace diloco::comm {
+
+using namespace wire;
+
+bool Membership::alarmed() {
+  int flag = 0;
+  DILOCO_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, kAlarmTag, leaders_->handle(), &flag, MPI_STATUS_IGNORE));
+  return flag != 0;
+}
+
+namespace {
+
+// Sends that are never waited for (a peer may be gone) keep their buffers
+// as long as the process: the transport may still read them while
+// MPI_Finalize runs, after the recovery that posted them has returned.
+template <class T>
+const T* kept(std::vector<T> values) {
+  static std::deque<std::vector<T>> buffers;
+  buffers.push_back(std::move(values));
+  return buffers.back().data();
+}
+
+// Posts one receive per peer marked in `from`, waits up to `window_s` for
+// them, cancels the rest; `got[p]` is 1 for each that arrived.
+void listen(MPI_Comm comm, int tag, const std::vector<unsigned char>& from, std::vector<std::vector<std::int64_t>>& into,
+            std::vector<unsigned char>& got, double window_s) {
+  const auto n = from.size();
+  std::vector<MPI_Request> requests(n, MPI_REQUEST_NULL);
+  got.assign(n, 0);
+  for (std::size_t p = 0; p < n; ++p)
+    if (from[p])
+      DILOCO_MPI_CHECK(MPI_Irecv(into[p].data(), static_cast<int>(into[p].size()), MPI_INT64_T, static_cast<int>(p),
+                                 tag, comm, &requests[p]));
+  const auto t0 = Clock::now();
+  for (;;) {
+    bool all = true;
+    for (std::size_t p = 0; p < n; ++p) {
+      if (requests[p] == MPI_REQUEST_NULL) continue;
+      int flag = 0;
+      DILOCO_MPI_CHECK(MPI_Test(&requests[p], &flag, MPI_STATUS_IGNORE));
+      if (flag) got[p] = 1;
+      else all = false;
+    }
+    if (all || since(t0) > window_s) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (auto& r : requests)
+    if (r != MPI_REQUEST_NULL) {
+      MPI_Cancel(&r);
+      MPI_Wait(&r, MPI_STATUS_IGNORE);
+    }
+}
+
+}  // namespace
+
+// 1. Alarms: every member in the recovery tells every other and listens
+//    for ping_s; who answers is alive (a member between inner steps answers
+//    within one step, since it polls alarmed()).
+// 2. Agreement, in at most kAgreeAttempts timed attempts: each sends its
+//    view (who it heard) and the newest round it completed to everyone in
+//    its view; a member decides when everyone in its view answered with the
+//    same view; otherwise its next view keeps only who answered and what
+//    they all saw. Symmetric failures (a death, a freeze, a cut) settle in
+//    the first attempt.
+// 3. The majority rule against the last agreed membership, then the
+//    survivors' communicator (guarded: every survivor proved alive and
+//    agreed just before).
+MembershipChange Membership::recover(const std::string& why) {
+  const auto start = Clock::now();
+  MPI_Comm old = leaders_->handle();
+  const int n = leaders_->size();
+  const int me = leaders_->rank();
+  const auto N = static_cast<std::size_t>(n);
+
+  std::vector<unsigned char> others(N, 1);
+  others[static_cast<std::size_t>(me)] = 0;
+  const std::int64_t* alarm = kept(std::vector<std::int64_t>{epoch_});
+  for (int p = 0; p < n; ++p) {
+    if (p == me) continue;
+    MPI_Request send;
+    DILOCO_MPI_CHECK(MPI_Isend(alarm, 1, MPI_INT64_T, p, kAlarmTag, old, &send));
+    MPI_Request_free(&send);
+  }
+  std::vector<std::vector<std::int64_t>> heard(N, std::vector<std::int64_t>(1));
+  std::vector<unsigned char> view;
+  listen(old, kAlarmTag, others, heard, view, config_.ping_s);
+  view[static_cast<std::size_t>(me)] = 1;
+
+  std::vector<std::int64_t> completed(N, -1);
+  bool agreed = false;
+  for (int attempt = 0; attempt < kAgreeAttempts && !agreed; ++attempt) {
+    std::vector<std::int64_t> mine(N + 1);
+    mine[0] = completed_round_;
+    for (std::size_t p = 0; p < N; ++p) mine[p + 1] = view[p];
+    const std::int64_t* sent = kept(mine);
+    std::vector<unsigned char> peers = view;
+    peers[static_cast<std::size_t>(me)] = 0;
+    for (int p = 0; p < n; ++p) {
+      if (!peers[static_cast<std::size_t>(p)]) continue;
+      MPI_Request send;
+      DILOCO_MPI_CHECK(MPI_Isend(sent, n + 1, MPI_INT64_T, p, kViewTag + attempt, old, &send));
+      MPI_Request_free(&send);
+    }
+    std::vector<std::vector<std::int64_t>> theirs(N, std::vector<std::int64_t>(N + 1));
+    std::vector<unsigned char> answered;
+    listen(old, kViewTag + attempt, peers, theirs, answered, config_.ping_s);
+    agreed = true;
+    std::vector<unsigned char> next(N, 0);
+    for (std::size_t p = 0; p < N; ++p) next[p] = view[p] && (answered[p] || p == static_cast<std::size_t>(me));
+    completed.assign(N, -1);
+    completed[static_cast<std::size_t>(me)] = completed_round_;
+    for (std::size_t p = 0; p < N; ++p) {
+      if (!peers[p]) continue;
+      if (!answered[p]) {
+        agreed = false;
+        continue;
+      }
+      completed[p] = theirs[p][0];
+      for (std::size_t q = 0; q < N; ++q) {
+        if (static_cast<unsigned char>(theirs[p][q + 1]) != view[q]) agreed = false;
+        if (!theirs[p][q + 1] && q != static_cast<std::size_t>(me)) next[q] = 0;
+      }
+    }
+    if (!agreed) view = next;
+  }
+
+  const int survivors = static_cast<int>(std::count(view.begin(), view.end(), 1));
+  if (2 * survivors <= n)
+    throw MinorityError("after " + why + ", this site reached " + std::to_string(survivors) + " of the " +
+                        std::to_string(n) + " sites of membership epoch " + std::to_string(epoch_) +
+                        ": not a strict majority, so it stops and the others (if they are the majority) go on");
+  if (!agreed)
+    throw CommError("the surviving sites could not agree on a membership after " + why + " in " +
+                        std::to_string(kAgreeAttempts) + " attempts (an asymmetric network cut?); stopping this site",
+                    -1);
+
+  std::vector<int> kept_ranks;
+  for (int p = 0; p < n; ++p)
+    if (view[static_cast<std::size_t>(p)]) kept_ranks.push_back(p);
+  MPI_Group all_group, kept_group;
+  DILOCO_MPI_CHECK(MPI_Comm_group(old, &all_group));
+  DILOCO_MPI_CHECK(MPI_Group_incl(all_group, survivors, kept_ranks.data(), &kept_group));
+  MPI_Comm fresh = MPI_COMM_NULL;
+  {
+    OverrunGuard guard("building the survivors' communicator", config_.deadline_s + config_.ping_s);
+    DILOCO_MPI_CHECK(MPI_Comm_create_group(old, kept_group, kGroupTag + epoch_ % 1000, &fresh));
+  }
+  MPI_Group_free(&kept_group);
+  MPI_Group_free(&all_group);
+  leaders_->replace(fresh);
+
+  MembershipChange change;
+  std::vector<SiteHello> remaining;
+  change.agreed_round = *std::max_element(completed.begin(), completed.end());
+  change.state_from = -1;
+  for (int p = 0; p < n; ++p) {
+    const auto i = static_cast<std::size_t>(p);
+    if (!view[i]) {
+      change.left.push_back(members_[i].name);
+      continue;
+    }
+    const int rank = static_cast<int>(remaining.size());
+    if (completed[i] == change.agreed_round && change.state_from < 0) change.state_from = rank;
+    if (completed[i] < change.agreed_round) change.behind_ranks.push_back(rank);
+    remaining.push_back(members_[i]);
+  }
+  change.behind = completed_round_ < change.agreed_round;
+  members_ = std::move(remaining);
+  ++epoch_;
+  if (!view[0]) {  // the door's keeper is gone: the new rank 0 opens the next one
+    ++door_generation_;
+    if (me == kept_ranks.front()) open_door();
+  }
+  change.epoch = epoch_;
+  change.why = why;
+  change.seconds = since(start);
+  return change;
+}
+
+}  // namespace diloco::comm
