@@ -14,6 +14,13 @@ Two examples, written with torch.jit.script:
   /usr/bin/python3 scripts/export_model.py --kind gpt --out gpt.pt
   /usr/bin/python3 scripts/export_model.py --kind llama --d-model 64 --out llama.pt
 
+With --format hf, --kind llama writes a Hugging Face folder instead
+(config.json + model.safetensors, as LlamaForCausalLM reads them; random
+weights): --theta, --eps, --untied and --rope-scaling llama3 set what its
+config says (scripts/hf_llama.py computes what such a folder computes):
+
+  /usr/bin/python3 scripts/export_model.py --kind llama --format hf --theta 500000 --eps 1e-6 --out DIR
+
 Your own model: any nn.Module whose forward(tokens) -> logits scripts; save it
 with torch.jit.save(torch.jit.script(model), "m.pt"). Write it with a PyTorch
 no newer than the libtorch diloco links (Debian's is 1.13): newer versions can
@@ -206,7 +213,24 @@ def main():
     ap.add_argument("--kv-heads", type=int, default=2)
     ap.add_argument("--seq-len", type=int, default=64, help="the longest context the model accepts")
     ap.add_argument("--seed", type=int, default=0)
+    hf = ap.add_argument_group("--format hf (Hugging Face folder, --kind llama)")
+    ap.add_argument("--format", choices=["torchscript", "hf"], default="torchscript")
+    hf.add_argument("--ffn", type=int, default=0, help="intermediate_size (0: 8/3 of --d-model rounded up to 256)")
+    hf.add_argument("--theta", type=float, default=10000.0)
+    hf.add_argument("--eps", type=float, default=1e-5)
+    hf.add_argument("--untied", action="store_true")
+    hf.add_argument("--rope-scaling", default="", help="llama3 (or another type, which diloco refuses)")
+    hf.add_argument("--original-max", type=int, default=32, help="llama3: original_max_position_embeddings")
+    hf.add_argument("--std", type=float, default=0.3, help="weights' standard deviation")
     a = ap.parse_args()
+    if a.format == "hf":
+        if a.kind != "llama":
+            ap.error("--format hf writes --kind llama only (the byte GPT is no Hugging Face architecture)")
+        import hf_llama
+        a.folder, a.max_positions = a.out, a.seq_len
+        a.ffn = a.ffn or (8 * a.d_model // 3 + 255) // 256 * 256
+        hf_llama.write_folder(a)
+        return
     torch.manual_seed(a.seed)
     if a.kind == "gpt":
         model = ByteGPT(a.vocab, a.d_model, a.layers, a.heads, a.seq_len)

@@ -11,6 +11,8 @@
 #include <cxxopts.hpp>
 
 #include "app/inspect_command.h"
+#include "app/launch_env.h"
+#include "app/use_commands.h"
 #include "app/plan_command.h"
 #include "app/probe_command.h"
 #include "app/recipe.h"
@@ -34,7 +36,11 @@ const char* kUsage =
     "                                                          train under MPI (mpirun/srun)\n"
     "  check RECIPE [--set section.key=value]...               validate, print the effective recipe\n"
     "  inspect CHECKPOINT                                      verify a checkpoint, print what it holds\n"
-    "  export CHECKPOINT --format safetensors --out FILE       write a checkpoint's global params as safetensors\n"
+    "  export CHECKPOINT|FOLDER [--format safetensors|hf] --out PATH\n"
+    "                                                          a checkpoint's global params as safetensors, or as a\n"
+    "                                                          Hugging Face model folder\n"
+    "  eval CHECKPOINT|FOLDER --data PATH... [--json]          loss, perplexity and bits per byte on given data\n"
+    "  sample CHECKPOINT|FOLDER --prompt TEXT [--tokens N]     text from a model\n"
     "  tokenize INPUT... --out DIR (--tokenizer M | --train-vocab N)\n"
     "                                                          text to llm.c token shards with SentencePiece\n"
     "  probe RECIPE [--set ...] [--out DIR] [--all-ranks]      measure links between sites, or every rank (under mpirun)\n"
@@ -47,17 +53,8 @@ const char* kUsage =
     "\n"
     "exit codes: 0 ok, 1 internal error, 2 bad input (recipe, flag, data), 3 communication failure\n";
 
-// Only the launcher's rank 0 prints input errors, so a bad recipe under
-// mpirun gives one message rather than one per rank.
-bool is_launch_root() {
-  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
-    if (const char* v = std::getenv(var)) return std::string(v) == "0";
-  }
-  return true;
-}
-
 int input_error(const std::string& message) {
-  if (is_launch_root()) std::cerr << "diloco: error: " << message << std::endl;
+  if (diloco::app::is_launch_root()) std::cerr << "diloco: error: " << message << std::endl;
   return kExitBadInput;
 }
 
@@ -150,6 +147,8 @@ int main(int argc, char** argv) {
   }
   if (command == "export") return diloco::app::run_export(argc, argv);
   if (command == "tokenize") return diloco::app::run_tokenize(argc, argv);
+  if (command == "eval") return diloco::app::run_eval(argc, argv);
+  if (command == "sample") return diloco::app::run_sample(argc, argv);
   if (command == "inspect") {
     if (argc != 3 || std::string(argv[2]).rfind("-", 0) == 0) {
       if (argc == 3 && (std::string(argv[2]) == "--help" || std::string(argv[2]) == "-h")) {

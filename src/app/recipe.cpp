@@ -156,6 +156,9 @@ Recipe validate(const toml::table& root, const std::string& source, const std::s
     return n ? where(*n, overridden, section + "." + name, source) : source;
   };
   r.topology.sites_given = root.at_path("topology.sites").node() != nullptr;
+  take_folder_architecture(
+      r, [&](const std::string& name) { return root.at_path("model." + name).node() != nullptr; },
+      [&](const std::string& name) { return locate("model", name); });
   // Error feedback defaults on for lossy codecs (SparseLoCo, DeMo), off for fp32.
   if (!r.compression.error_feedback) r.compression.error_feedback = r.compression.codec != "none";
   // With site_by = "node" or "links" and no topology.sites the launch decides
@@ -225,9 +228,14 @@ Recipe validate(const toml::table& root, const std::string& source, const std::s
   // Keys a kind has no use for are refused when set, not ignored.
   const bool llama = r.model.kind == inner::ModelKind::kLlama;
   const bool torchscript = r.model.kind == inner::ModelKind::kTorchScript;
+  const inner::ModelConfig defaults;
   const std::pair<const char*, bool> unused[] = {{"n_kv_heads", !llama && r.model.n_kv_heads != 0},
                                                  {"ffn_hidden", !llama && r.model.ffn_hidden != 0},
                                                  {"tie_embeddings", !llama && !r.model.tie_embeddings},
+                                                 {"rope_theta", !llama && r.model.rope_theta != defaults.rope_theta},
+                                                 {"norm_eps", !llama && r.model.norm_eps != defaults.norm_eps},
+                                                 {"rope_scaling", !llama && !r.model.rope_scaling.type.empty()},
+                                                 {"max_positions", !llama && r.model.max_positions != 0},
                                                  {"path", !torchscript && !r.model.path.empty()}};
   for (const auto& [name, set] : unused)
     if (set)
@@ -239,7 +247,13 @@ Recipe validate(const toml::table& root, const std::string& source, const std::s
     try {
       inner::check_llama_config(r.model);
     } catch (const std::invalid_argument& e) {
-      throw RecipeError(locate("model", r.model.n_kv_heads > 0 ? "n_kv_heads" : "n_heads") + ": " + e.what());
+      const std::string why = e.what();
+      const char* key = why.rfind("model.rope_theta", 0) == 0     ? "rope_theta"
+                        : why.rfind("model.norm_eps", 0) == 0     ? "norm_eps"
+                        : why.rfind("model.rope_scaling", 0) == 0 ? "rope_scaling"
+                        : r.model.n_kv_heads > 0                  ? "n_kv_heads"
+                                                                  : "n_heads";
+      throw RecipeError(locate("model", key) + ": " + why);
     }
   }
   // Data keys a format has no use for are refused when set, not ignored.

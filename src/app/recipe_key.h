@@ -167,4 +167,11 @@ Key bool_key(std::string section, std::string name, SectionOf<S> sec, bool S::*f
 // Every key, in the order the effective recipe lists them.
 const std::vector<Key>& keys();
 
+// When model.init_from names a model folder (config.json): sets r.model from
+// it, after checking that every model key the recipe gives (`given("d_model")`)
+// agrees; `locate("d_model")` names where a key was set. Throws RecipeError
+// naming both values.
+void take_folder_architecture(Recipe& r, const std::function<bool(const std::string&)>& given,
+                              const std::function<std::string(const std::string&)>& locate);
+
 }  // namespace diloco::app::recipe_keys

@@ -112,6 +112,50 @@ Key paths_key(const char* name, std::vector<std::string> inner::DataConfig::*fie
   return k;
 }
 
+// model.rope_scaling = { rope_type = "llama3", factor = 8.0, low_freq_factor = 1.0,
+// high_freq_factor = 4.0, original_max_position_embeddings = 8192 }, or {} for none
+// (Hugging Face's field names).
+Key rope_scaling_key() {
+  Key k{"model", "rope_scaling", {}, {}};
+  k.read = [](const toml::node& node, Recipe& r) -> std::string {
+    const toml::table* t = node.as_table();
+    if (!t) return "must be a table like { rope_type = \"llama3\", factor = 8.0, ... } or {} (got " + describe(node) + ")";
+    inner::RopeScaling s;
+    if (t->empty()) {
+      r.model.rope_scaling = s;
+      return {};
+    }
+    const auto type = (*t)["rope_type"].value<std::string>();
+    if (!type || *type != "llama3") return "rope_type must be \"llama3\" (the only scaling implemented)";
+    s.type = *type;
+    for (auto&& [key, value] : *t) {
+      const std::string name(key.str());
+      if (name == "rope_type") continue;
+      if (!value.is_number()) return "entry " + name + " must be a number";
+      const double v = *value.value<double>();
+      if (name == "factor") s.factor = v;
+      else if (name == "low_freq_factor") s.low_freq_factor = v;
+      else if (name == "high_freq_factor") s.high_freq_factor = v;
+      else if (name == "original_max_position_embeddings" && value.is_integer() && v >= 1 && v <= (1 << 24))
+        s.original_max_positions = static_cast<int>(v);
+      else
+        return "entry '" + name + "' is unknown or out of range (known: rope_type, factor, low_freq_factor, "
+               "high_freq_factor, original_max_position_embeddings: an integer)";
+    }
+    r.model.rope_scaling = s;
+    return {};
+  };
+  k.write = [](const Recipe& r) {
+    const auto& s = r.model.rope_scaling;
+    if (s.type.empty()) return std::string("{}");
+    return "{ rope_type = " + string_text(s.type) + ", factor = " + float_text(s.factor) +
+           ", low_freq_factor = " + float_text(s.low_freq_factor) + ", high_freq_factor = " +
+           float_text(s.high_freq_factor) + ", original_max_position_embeddings = " +
+           std::to_string(s.original_max_positions) + " }";
+  };
+  return k;
+}
+
 }  // namespace
 
 constexpr std::int64_t kBig = std::int64_t{1} << 40;
@@ -156,6 +200,12 @@ const std::vector<Key>& keys() {
     k.push_back(integer_key("model", "n_kv_heads", &R::model, &inner::ModelConfig::n_kv_heads, 0, 256));
     k.push_back(integer_key("model", "ffn_hidden", &R::model, &inner::ModelConfig::ffn_hidden, 0, 1 << 20));
     k.push_back(bool_key("model", "tie_embeddings", &R::model, &inner::ModelConfig::tie_embeddings));
+    k.push_back(number_key("model", "rope_theta", &R::model, &inner::ModelConfig::rope_theta,
+                           [](double v) { return v > 1.0; }, "> 1"));
+    k.push_back(number_key("model", "norm_eps", &R::model, &inner::ModelConfig::norm_eps,
+                           [](double v) { return v > 0.0 && v < 1.0; }, "in (0, 1)"));
+    k.push_back(rope_scaling_key());
+    k.push_back(integer_key("model", "max_positions", &R::model, &inner::ModelConfig::max_positions, 0, 1 << 24));
 
     k.push_back(enum_key("data", "format", &R::data, &inner::DataConfig::format,
                          std::vector<std::pair<std::string, inner::DataFormat>>{{"bytes", inner::DataFormat::kBytes},

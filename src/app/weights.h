@@ -1,7 +1,7 @@
 // Weights in and out of diloco: model.init_from (round 1 starts from a
-// safetensors file or another run's checkpoint) and `diloco export` (a
-// checkpoint's global parameters as safetensors, named as the model names
-// them: Hugging Face's Llama layout for llama).
+// safetensors file, a model folder or another run's checkpoint) and
+// `diloco export` (a checkpoint's global parameters as safetensors, or as a
+// model folder Hugging Face's libraries open: Llama layout for llama).
 #pragma once
 
 #include <string>
@@ -11,11 +11,12 @@
 
 namespace diloco::app {
 
-// Loads model.init_from into `loop` when it is set. Throws
-// inner::WeightsError naming the file and what does not fit.
+// Loads model.init_from into `loop` when it is set (a model folder's
+// architecture is already in the recipe). Throws inner::WeightsError naming
+// the file and what does not fit.
 void init_weights(const Recipe& recipe, inner::InnerLoop& loop);
 
-// `diloco export CKPT --format safetensors --out FILE`; returns the exit code.
+// `diloco export CKPT|FOLDER [--format safetensors|hf] --out PATH`; returns the exit code.
 int run_export(int argc, char** argv);
 
 }  // namespace diloco::app

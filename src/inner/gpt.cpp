@@ -2,6 +2,7 @@
 #include "inner/gpt.h"
 
 #include <cmath>
+#include <tuple>
 
 namespace diloco::inner {
 
@@ -11,7 +12,7 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& c) : n_heads
   mask_ = register_buffer("mask", torch::ones({c.seq_len, c.seq_len}, torch::kBool).triu(1));
 }
 
-torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
+torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* cache, std::size_t layer) {
   const auto B = x.size(0);
   const auto T = x.size(1);
   const auto C = x.size(2);
@@ -21,10 +22,17 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   // of all three and adds them (measured by bench/profile_step.py).
   const auto qkv = qkv_->forward(x).view({B, T, 3, n_heads_, head_dim}).permute({2, 0, 3, 1, 4}).unbind(0);
   const auto& q = qkv[0];
-  const auto& k = qkv[1];
-  const auto& v = qkv[2];
+  auto k = qkv[1];
+  auto v = qkv[2];
+  torch::Tensor mask;
+  if (cache) {
+    mask = causal_mask(cache->length, T, x.device());
+    std::tie(k, v) = cache->append(layer, k, v);
+  } else {
+    mask = mask_.slice(0, 0, T).slice(1, 0, T);
+  }
   auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));
-  scores = scores.masked_fill(mask_.slice(0, 0, T).slice(1, 0, T), -std::numeric_limits<float>::infinity());
+  if (mask.defined()) scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
   auto y = torch::matmul(torch::softmax(scores, -1), v);
   return proj_->forward(y.transpose(1, 2).reshape({B, T, C}));
 }
@@ -37,8 +45,8 @@ BlockImpl::BlockImpl(const ModelConfig& c) {
   out_ = register_module("out", torch::nn::Linear(4 * c.d_model, c.d_model));
 }
 
-torch::Tensor BlockImpl::forward(const torch::Tensor& x) {
-  auto h = x + attn_->forward(ln1_->forward(x));
+torch::Tensor BlockImpl::forward(const torch::Tensor& x, KvCache* cache, std::size_t layer) {
+  auto h = x + attn_->forward(ln1_->forward(x), cache, layer);
   return h + out_->forward(torch::gelu(fc_->forward(ln2_->forward(h))));
 }
 
@@ -67,11 +75,14 @@ GptImpl::GptImpl(const ModelConfig& c) : config_(c) {
   }
 }
 
-torch::Tensor GptImpl::forward(const torch::Tensor& tokens) {
+torch::Tensor GptImpl::forward(const torch::Tensor& tokens, KvCache* cache) {
   const auto T = tokens.size(1);
-  auto positions = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
+  const std::int64_t past = cache ? cache->length : 0;
+  auto positions = torch::arange(past, past + T, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
   auto x = token_embedding_->forward(tokens) + position_embedding_->forward(positions);
-  for (const auto& block : *blocks_) x = block->as<Block>()->forward(x);
+  std::size_t i = 0;
+  for (const auto& block : *blocks_) x = block->as<Block>()->forward(x, cache, i++);
+  if (cache) cache->length += T;
   x = ln_final_->forward(x);
   // Output head tied to the token embedding.
   return torch::matmul(x, token_embedding_->weight.t());

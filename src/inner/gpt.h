@@ -5,13 +5,15 @@
 #include <torch/torch.h>
 
 #include "inner/model_config.h"
+#include "inner/models/kv_cache.h"
 
 namespace diloco::inner {
 
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
   CausalSelfAttentionImpl(const ModelConfig& config);
-  torch::Tensor forward(const torch::Tensor& x);
+  // With `cache`, x follows its positions and joins its layer `layer`.
+  torch::Tensor forward(const torch::Tensor& x, KvCache* cache = nullptr, std::size_t layer = 0);
 
  private:
   int n_heads_;
@@ -24,7 +26,7 @@ TORCH_MODULE(CausalSelfAttention);
 class BlockImpl : public torch::nn::Module {
  public:
   BlockImpl(const ModelConfig& config);
-  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor forward(const torch::Tensor& x, KvCache* cache = nullptr, std::size_t layer = 0);
 
  private:
   torch::nn::LayerNorm ln1_{nullptr};
@@ -40,8 +42,9 @@ class GptImpl : public torch::nn::Module {
   // Initializes weights from the current torch generator (seed it first).
   explicit GptImpl(const ModelConfig& config);
 
-  // tokens [B, T] int64 -> logits [B, T, vocab].
-  torch::Tensor forward(const torch::Tensor& tokens);
+  // tokens [B, T] int64 -> logits [B, T, vocab]. With `cache`, the tokens
+  // follow its positions (at most seq_len in all) and are appended to it.
+  torch::Tensor forward(const torch::Tensor& tokens, KvCache* cache = nullptr);
   // Mean next-byte cross-entropy in nats.
   torch::Tensor loss(const torch::Tensor& inputs, const torch::Tensor& targets);
 

@@ -295,10 +295,9 @@ std::size_t InnerLoop::num_params() const { return impl_->num_params; }
 
 std::string InnerLoop::model_signature() const { return impl_->model->signature(); }
 
-void InnerLoop::load_weights(const std::string& safetensors_path) {
-  const SafetensorsFile file(safetensors_path);
+void InnerLoop::load_weights(const std::string& path) {
   impl_->push_params();  // a host copy handed out earlier is not written back over the loaded weights
-  inner::load_weights(*impl_->model, file);
+  inner::load_weights(*impl_->model, path);
   impl_->host_current = false;
 }
 

@@ -160,11 +160,11 @@ class InnerLoop {
   // The model's kind and shapes, as checkpoints record them.
   std::string model_signature() const;
 
-  // Replaces the parameters with the tensors of a safetensors file, matched
-  // by name (the model's names: Hugging Face's for llama). Throws
-  // WeightsError naming the file and what does not fit; nothing is changed
-  // then.
-  void load_weights(const std::string& safetensors_path);
+  // Replaces the parameters with the tensors of a safetensors file or a
+  // model folder (config.json and its safetensors), matched by name (the
+  // model's names: Hugging Face's for llama). Throws WeightsError naming the
+  // file and what does not fit; nothing is changed then.
+  void load_weights(const std::string& path);
   // Names and shapes of the parameters in params() order.
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> parameter_shapes() const;
   // Tokens the whole group processes per inner step.

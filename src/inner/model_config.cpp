@@ -16,6 +16,15 @@ void check_llama_config(const ModelConfig& c) {
   const int kv = c.n_kv_heads > 0 ? c.n_kv_heads : c.n_heads;
   if (c.n_heads % kv != 0)
     fail("model.n_kv_heads (" + std::to_string(kv) + ") must divide model.n_heads (" + std::to_string(c.n_heads) + ")");
+  if (!(c.rope_theta > 1.0)) fail("model.rope_theta (" + std::to_string(c.rope_theta) + ") must be above 1");
+  if (!(c.norm_eps > 0.0 && c.norm_eps < 1.0)) fail("model.norm_eps (" + std::to_string(c.norm_eps) + ") must be in (0, 1)");
+  const auto& s = c.rope_scaling;
+  if (!s.type.empty() && s.type != "llama3")
+    fail("model.rope_scaling: rope_type \"" + s.type + "\" is not implemented (only \"llama3\")");
+  if (s.type == "llama3" &&
+      !(s.factor > 0.0 && s.low_freq_factor > 0.0 && s.high_freq_factor > s.low_freq_factor && s.original_max_positions > 0))
+    fail("model.rope_scaling: llama3 needs factor > 0, 0 < low_freq_factor < high_freq_factor and "
+         "original_max_position_embeddings > 0");
 }
 
 long long parameter_count(const ModelConfig& c) {

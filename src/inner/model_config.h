@@ -12,6 +12,19 @@ enum class ModelKind {
   kTorchScript,  // any scripted PyTorch module: forward(tokens [B, T] int64) -> logits [B, T, vocab]
 };
 
+// Hugging Face's rope_scaling of rope_type "llama3" (Llama 3.1): wavelengths
+// longer than original_max_positions / low_freq_factor are stretched by
+// `factor`, those shorter than .../high_freq_factor kept, the band between
+// interpolated. An empty type means no scaling.
+struct RopeScaling {
+  std::string type;  // "" or "llama3"
+  double factor = 8.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int original_max_positions = 8192;
+  bool operator==(const RopeScaling&) const = default;
+};
+
 struct ModelConfig {
   ModelKind kind = ModelKind::kGpt;
   int vocab = 256;  // bytes
@@ -26,8 +39,18 @@ struct ModelConfig {
   // multiple of 256, as Llama does.
   int ffn_hidden = 0;
   bool tie_embeddings = true;  // llama: the output head is the token embedding (gpt: always)
+  double rope_theta = 10000.0;  // llama: rotary base (Su et al. 2021; Llama 1 and 2 use 10^4, Llama 3 5*10^5)
+  double norm_eps = 1e-5;       // llama: RMSNorm epsilon (Llama 2 and 3 use 1e-5, Llama 1 1e-6)
+  RopeScaling rope_scaling;     // llama: none, or Llama 3.1's frequency-dependent stretch
+  // llama: the longest context the model serves (Hugging Face's
+  // max_position_embeddings): eval and sample may use positions up to it;
+  // 0 means seq_len.
+  int max_positions = 0;
   std::string path;  // torchscript: the file torch.jit.save wrote
 };
+
+// The longest context of `c`: max_positions, or seq_len when unset or shorter.
+inline int context_length(const ModelConfig& c) { return c.max_positions > c.seq_len ? c.max_positions : c.seq_len; }
 
 // The SwiGLU width `config` asks for (ffn_hidden, or Llama's rule).
 inline int llama_ffn_hidden(const ModelConfig& c) {

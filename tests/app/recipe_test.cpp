@@ -2,7 +2,10 @@
 // naming the key and where it came from for every class of bad input.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
 
 #include "app/recipe.h"
 
@@ -234,4 +237,75 @@ TEST(RecipeTest, DataParallelModeRefusesKeysItHasNoUseFor) {
   const auto e = error_of("[sync]\nmode = \"data-parallel\"\n[outer]\nlr = 0.5\n");
   EXPECT_NE(e.find("test.toml:4"), std::string::npos) << e;
   EXPECT_NE(error_of("[sync]\nmode = \"ddp\"\n").find("sync.mode"), std::string::npos);
+}
+
+TEST(RecipeTest, RotaryAndNormKeysParseReadBackAndApplyToLlamaOnly) {
+  const Recipe r = parse_recipe(
+      "[model]\nkind = \"llama\"\nrope_theta = 500000\nnorm_eps = 1e-6\nmax_positions = 512\n"
+      "rope_scaling = { rope_type = \"llama3\", factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, "
+      "original_max_position_embeddings = 128 }\n",
+      "t.toml", {});
+  EXPECT_EQ(r.model.rope_theta, 500000.0);
+  EXPECT_EQ(r.model.norm_eps, 1e-6);
+  EXPECT_EQ(r.model.max_positions, 512);
+  EXPECT_EQ(r.model.rope_scaling.type, "llama3");
+  EXPECT_EQ(r.model.rope_scaling.original_max_positions, 128);
+  const Recipe back = parse_recipe(diloco::app::to_toml(r), "effective.toml", {});
+  EXPECT_EQ(back.model.rope_theta, r.model.rope_theta);
+  EXPECT_EQ(back.model.norm_eps, r.model.norm_eps);
+  EXPECT_EQ(back.model.rope_scaling, r.model.rope_scaling);
+  EXPECT_EQ(parse_recipe(diloco::app::to_toml(parse_recipe("", "e.toml", {})), "d.toml", {}).model.rope_scaling.type, "");
+  EXPECT_NE(error_of("[model]\nrope_theta = 500000.0\n").find("test.toml:2:14: model.rope_theta does not apply to "
+                                                               "model.kind = \"gpt\""),
+            std::string::npos);
+  EXPECT_NE(error_of("[model]\nkind = \"llama\"\nnorm_eps = 0\n").find("model.norm_eps must be in (0, 1)"),
+            std::string::npos);
+  EXPECT_NE(error_of("[model]\nkind = \"llama\"\nrope_scaling = { rope_type = \"yarn\", factor = 4.0 }\n")
+                .find("model.rope_scaling rope_type must be \"llama3\""),
+            std::string::npos);
+  EXPECT_NE(error_of("[model]\nkind = \"llama\"\nrope_scaling = { rope_type = \"llama3\", factor = 8.0, "
+                     "low_freq_factor = 4.0, high_freq_factor = 1.0 }\n")
+                .find("test.toml:3:16: model.rope_scaling: llama3 needs"),
+            std::string::npos);
+}
+
+// model.init_from naming a Hugging Face folder: the architecture is the
+// folder's, and explicit keys must agree with it.
+TEST(RecipeTest, ModelFolderGivesTheArchitecture) {
+  const auto dir = std::filesystem::temp_directory_path() / ("diloco_recipe_folder_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream(dir / "config.json") << R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 96, "vocab_size": 300,
+        "rope_theta": 500000.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": false, "max_position_embeddings": 256})";
+  }
+  const std::string from = "model.init_from=\"" + dir.string() + "\"";
+  const Recipe r = parse_recipe("[model]\nseq_len = 32\n", "t.toml", {from});
+  EXPECT_EQ(r.model.kind, diloco::inner::ModelKind::kLlama);
+  EXPECT_EQ(r.model.d_model, 64);
+  EXPECT_EQ(r.model.n_kv_heads, 2);
+  EXPECT_EQ(r.model.ffn_hidden, 96);
+  EXPECT_EQ(r.model.vocab, 300);
+  EXPECT_EQ(r.model.rope_theta, 500000.0);
+  EXPECT_EQ(r.model.norm_eps, 1e-6);
+  EXPECT_FALSE(r.model.tie_embeddings);
+  EXPECT_EQ(r.model.max_positions, 256);
+  EXPECT_EQ(r.model.seq_len, 32);
+  // Keys that agree are fine; one that does not is named with both values.
+  EXPECT_NO_THROW(parse_recipe("[model]\nkind = \"llama\"\nd_model = 64\nrope_theta = 5e5\n", "t.toml", {from}));
+  EXPECT_NE(error_of("[model]\nd_model = 128\n", {from}).find("test.toml:2:11: model.d_model = 128, but " +
+                                                              dir.string() + "/config.json has hidden_size = 64"),
+            std::string::npos);
+  EXPECT_NE(error_of("[model]\nkind = \"llama\"\n", {from, "model.rope_theta=10000"})
+                .find("--set model.rope_theta: model.rope_theta = 10000, but"),
+            std::string::npos);
+  EXPECT_NE(error_of("[model]\nseq_len = 512\n", {from}).find("exceeds"), std::string::npos);
+  EXPECT_NE(error_of("[model]\npreset = \"llama-tiny\"\n", {from}).find("keep one"), std::string::npos);
+  {
+    std::ofstream(dir / "config.json") << R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "intermediate_size": 96, "vocab_size": 300,
+        "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}})";
+  }
+  EXPECT_NE(error_of("", {from}).find("rope_scaling.rope_type \"dynamic\" is not implemented"), std::string::npos);
+  std::filesystem::remove_all(dir);
 }

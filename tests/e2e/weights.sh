@@ -89,6 +89,6 @@ blob = open(sys.argv[1], "rb").read()
 open(sys.argv[2], "wb").write(blob[:-100])
 PY
 bad "lies outside the data" "truncated weights file" "$WORK/cut.safetensors"
-expect_exit 2 "does not verify" "export of a damaged checkpoint" -- \
+expect_exit 2 "$WORK/nope: no such folder" "export of a missing checkpoint" -- \
   "$DILOCO_BIN" export "$WORK/nope" --out "$WORK/x.safetensors"
 finish

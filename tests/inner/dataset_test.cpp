@@ -88,6 +88,24 @@ TEST(DatasetTest, FolderOfBytesSkipsBinaryFilesAndLinks) {
   EXPECT_THROW(open_dataset(c, 256, 64), DataError);
 }
 
+// diloco eval's stream: every file whole, nothing held out, the bytes read counted.
+TEST(DatasetTest, TokenStreamIsEveryFileWholeAndCountsItsBytes) {
+  TempDir dir;
+  std::ofstream(dir.path / "a.txt") << text(3000);
+  std::ofstream(dir.path / "b.txt") << text(500);
+  DataConfig c;
+  std::uint64_t bytes = 0;
+  const auto s = open_token_stream(c, {dir.path.string()}, 256, &bytes);
+  EXPECT_EQ(s->size(), 3500u);
+  EXPECT_EQ(bytes, 3500u);
+  std::vector<std::int64_t> first(3);
+  s->read(0, 3, first.data());
+  const auto t = text(3000);
+  EXPECT_EQ(first, (std::vector<std::int64_t>{t[0], t[1], t[2]}));
+  c.format = DataFormat::kText;
+  EXPECT_THROW(open_token_stream(c, {dir.path.string()}, 256), DataError);  // no tokenizer
+}
+
 TEST(DatasetTest, EvalPathsAreTheHeldOutDataAndNothingIsSplitOff) {
   TempDir dir;
   std::ofstream(dir.path / "train.txt") << text(50000);

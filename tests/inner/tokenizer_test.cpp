@@ -1,5 +1,6 @@
 // SentencePiece through the wrapper: a model trained on a small text encodes
-// it with ids below its size; a file that is no model is refused by name.
+// it with ids below its size and decodes them back; a file that is no model
+// is refused by name.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -41,6 +42,12 @@ TEST(TokenizerTest, TrainsEncodesAndRefusesWhatIsNotAModel) {
   EXPECT_GT(ids.size(), 1000u);
   EXPECT_LT(ids.size(), text.size() / 3);  // whole words became single pieces
   for (const auto id : ids) ASSERT_LT(id, 290u);
+  // Decoding gives the text back (one line: encoding drops line ends); an id
+  // past the model's pieces is an error, not a guess.
+  std::vector<std::uint32_t> line;
+  tok.encode("river stone light, caf\xc3\xa9 \xe2\x82\xac 42", line);
+  EXPECT_EQ(tok.decode(line), "river stone light, caf\xc3\xa9 \xe2\x82\xac 42");
+  EXPECT_THROW(tok.decode({5, 290}), DataError);
 
   std::ofstream((dir / "fake.model").string()) << "this is not a SentencePiece model";
   try {

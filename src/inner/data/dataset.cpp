@@ -17,6 +17,7 @@ struct Stream {
   std::shared_ptr<const TokenSource> tokens;
   std::size_t files = 0;
   std::string description;
+  std::uint64_t text_bytes = 0;  // bytes of text read (0 for token shards)
 };
 
 Stream read_text(const std::vector<std::string>& paths, const Tokenizer* tokenizer) {
@@ -24,6 +25,7 @@ Stream read_text(const std::vector<std::string>& paths, const Tokenizer* tokeniz
   std::vector<std::uint32_t> ids;
   Stream s;
   s.files = for_each_text_file(paths, [&](const std::string& path, const std::string& text) {
+    s.text_bytes += text.size();
     if (!tokenizer) return tokens->append_bytes(path, text);
     ids.clear();
     tokenizer->encode(text, ids);
@@ -78,15 +80,30 @@ void check_ids(const TokenSource& source, std::uint64_t pos, const std::int64_t*
                       " is not below model.vocab = " + std::to_string(vocab));
 }
 
+namespace {
+
+std::unique_ptr<Tokenizer> open_tokenizer(const DataConfig& config, int vocab) {
+  if (config.format != DataFormat::kText) return nullptr;
+  if (config.tokenizer.empty()) throw DataError("data.format = \"text\" needs data.tokenizer (a SentencePiece model)");
+  auto tokenizer = std::make_unique<Tokenizer>(config.tokenizer);
+  if (tokenizer->vocab_size() > vocab)
+    throw DataError("tokenizer " + config.tokenizer + " has " + std::to_string(tokenizer->vocab_size()) +
+                    " pieces, more than model.vocab = " + std::to_string(vocab));
+  return tokenizer;
+}
+
+}  // namespace
+
+std::shared_ptr<const TokenSource> open_token_stream(const DataConfig& config, const std::vector<std::string>& paths,
+                                                     int vocab, std::uint64_t* text_bytes) {
+  const auto tokenizer = open_tokenizer(config, vocab);
+  Stream s = open_stream(config, paths, tokenizer.get());
+  if (text_bytes) *text_bytes = s.text_bytes;
+  return std::move(s.tokens);
+}
+
 Dataset open_dataset(const DataConfig& config, int vocab, std::uint64_t min_tokens, bool full_scan) {
-  std::unique_ptr<Tokenizer> tokenizer;
-  if (config.format == DataFormat::kText) {
-    if (config.tokenizer.empty()) throw DataError("data.format = \"text\" needs data.tokenizer (a SentencePiece model)");
-    tokenizer = std::make_unique<Tokenizer>(config.tokenizer);
-    if (tokenizer->vocab_size() > vocab)
-      throw DataError("tokenizer " + config.tokenizer + " has " + std::to_string(tokenizer->vocab_size()) +
-                      " pieces, more than model.vocab = " + std::to_string(vocab));
-  }
+  const auto tokenizer = open_tokenizer(config, vocab);
   Stream all = open_stream(config, config.paths, tokenizer.get());
   std::shared_ptr<const TokenSource> train;
   std::shared_ptr<const TokenSource> eval;

@@ -84,6 +84,13 @@ class Dataset {
 // their headers and the sample are read.
 Dataset open_dataset(const DataConfig& config, int vocab, std::uint64_t min_tokens, bool full_scan = false);
 
+// One stream of `paths` in `config`'s format (data.paths and held-out
+// splits aside), for evaluating a model on whole files. `text_bytes`, when
+// given, receives the bytes of text read (0 for token shards). Ids are not
+// checked here: check_ids each window. Throws DataError.
+std::shared_ptr<const TokenSource> open_token_stream(const DataConfig& config, const std::vector<std::string>& paths,
+                                                     int vocab, std::uint64_t* text_bytes = nullptr);
+
 // Throws DataError naming the file and offset of the first id in
 // [pos, pos + n) of `source` outside [0, vocab); `ids` holds those n ids.
 void check_ids(const TokenSource& source, std::uint64_t pos, const std::int64_t* ids, std::size_t n, int vocab);

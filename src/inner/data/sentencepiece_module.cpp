@@ -58,6 +58,22 @@ int diloco_spm_encode(void* model, const char* text, std::size_t len,
   return 0;
 }
 
+// Decodes ids[0, count) to text and hands it to `sink`. Returns 0, or -1
+// with the reason in `err`.
+int diloco_spm_decode(void* model, const int* ids, std::size_t count,
+                      void (*sink)(void* context, const char* text, std::size_t len), void* context, char* err,
+                      std::size_t err_len) {
+  std::string text;
+  const auto status = static_cast<sentencepiece::SentencePieceProcessor*>(model)->Decode(
+      std::vector<int>(ids, ids + count), &text);
+  if (!status.ok()) {
+    set_error(err, err_len, status.ToString());
+    return -1;
+  }
+  sink(context, text.data(), text.size());
+  return 0;
+}
+
 // Trains a model from `count` key/value options (SentencePiece's flag names).
 // Returns 0, or -1 with the reason in `err`.
 int diloco_spm_train(const char* const* keys, const char* const* values, std::size_t count, char* err,

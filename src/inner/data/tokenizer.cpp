@@ -22,6 +22,8 @@ struct Module {
   int (*encode)(void*, const char*, std::size_t, void (*)(void*, const int*, std::size_t), void*, char*,
                 std::size_t) = nullptr;
   int (*train)(const char* const*, const char* const*, std::size_t, char*, std::size_t) = nullptr;
+  int (*decode)(void*, const int*, std::size_t, void (*)(void*, const char*, std::size_t), void*, char*,
+                std::size_t) = nullptr;
 };
 
 // Next to the running executable first (an installed layout), else where
@@ -53,7 +55,8 @@ const Module& module() {
     m.pieces = reinterpret_cast<decltype(m.pieces)>(dlsym(handle, "diloco_spm_pieces"));
     m.encode = reinterpret_cast<decltype(m.encode)>(dlsym(handle, "diloco_spm_encode"));
     m.train = reinterpret_cast<decltype(m.train)>(dlsym(handle, "diloco_spm_train"));
-    if (!m.load || !m.free || !m.pieces || !m.encode || !m.train)
+    m.decode = reinterpret_cast<decltype(m.decode)>(dlsym(handle, "diloco_spm_decode"));
+    if (!m.load || !m.free || !m.pieces || !m.encode || !m.train || !m.decode)
       error = "the SentencePiece module " + path + " lacks its entry points";
   });
   if (!error.empty()) throw DataError(error);
@@ -98,6 +101,16 @@ void Tokenizer::encode(const std::string& text, std::vector<std::uint32_t>& out)
       throw DataError(std::string("tokenizer: cannot encode text: ") + err);
     begin = end + 1;
   }
+}
+
+std::string Tokenizer::decode(const std::vector<std::uint32_t>& ids) const {
+  const std::vector<int> as_int(ids.begin(), ids.end());
+  std::string text;
+  char err[kErrorLen] = {};
+  const auto sink = [](void* context, const char* s, std::size_t len) { static_cast<std::string*>(context)->assign(s, len); };
+  if (impl_->m.decode(impl_->model, as_int.data(), as_int.size(), sink, &text, err, sizeof err) != 0)
+    throw DataError(std::string("tokenizer: cannot decode ids: ") + err);
+  return text;
 }
 
 void train_tokenizer(const TokenizerTraining& t) {

@@ -1,5 +1,5 @@
-// SentencePiece, behind a small wrapper: load a model, encode text, train a
-// model from text files.
+// SentencePiece, behind a small wrapper: load a model, encode and decode
+// text, train a model from text files.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +21,8 @@ class Tokenizer {
   // Appends the ids of `text`, encoded line by line (SentencePiece treats a
   // line as one sentence, as its trainer does).
   void encode(const std::string& text, std::vector<std::uint32_t>& out) const;
+  // The text of `ids` (pieces joined, SentencePiece's word marks as spaces).
+  std::string decode(const std::vector<std::uint32_t>& ids) const;
 
  private:
   struct Impl;

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "inner/model_config.h"
+#include "inner/models/kv_cache.h"
 
 namespace diloco::inner {
 
@@ -25,9 +26,11 @@ TORCH_MODULE(RmsNorm);
 class LlamaAttentionImpl : public torch::nn::Module {
  public:
   explicit LlamaAttentionImpl(const ModelConfig& c);
-  // cos, sin: [T, head_dim] rotary tables; mask: [T, T] true above the diagonal.
+  // cos, sin: [T, head_dim] rotary tables; mask: [T, past + T] true where
+  // a key follows its query (undefined: none). With `cache`, the keys and
+  // values join those of the cache's layer `layer` (past = cache->length).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                        const torch::Tensor& mask);
+                        const torch::Tensor& mask, KvCache* cache = nullptr, std::size_t layer = 0);
 
  private:
   int n_heads_;
@@ -51,7 +54,7 @@ class LlamaBlockImpl : public torch::nn::Module {
  public:
   explicit LlamaBlockImpl(const ModelConfig& c);
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                        const torch::Tensor& mask);
+                        const torch::Tensor& mask, KvCache* cache = nullptr, std::size_t layer = 0);
 
  private:
   RmsNorm input_layernorm_{nullptr};
@@ -65,12 +68,17 @@ TORCH_MODULE(LlamaBlock);
 class LlamaBodyImpl : public torch::nn::Module {
  public:
   explicit LlamaBodyImpl(const ModelConfig& c);
-  torch::Tensor forward(const torch::Tensor& tokens);  // -> normed hidden states [B, T, d]
+  // -> normed hidden states [B, T, d]. With `cache`, `tokens` follow its
+  // positions, and their keys and values are appended to it.
+  torch::Tensor forward(const torch::Tensor& tokens, KvCache* cache = nullptr);
   torch::nn::Embedding embed_tokens{nullptr};
 
  private:
+  // Rotary tables of positions [start, start + T) on `device`.
+  std::pair<torch::Tensor, torch::Tensor> rope(std::int64_t start, std::int64_t T, const torch::Device& device);
   torch::nn::ModuleList layers_{nullptr};
   RmsNorm norm_{nullptr};
+  torch::Tensor inv_freq_;  // double, on the CPU: tables past seq_len are computed from it
   torch::Tensor cos_, sin_, mask_;
 };
 TORCH_MODULE(LlamaBody);
@@ -79,12 +87,16 @@ class LlamaImpl : public torch::nn::Module {
  public:
   // Initializes weights from the current torch generator (seed it first).
   explicit LlamaImpl(const ModelConfig& c);
-  torch::Tensor forward(const torch::Tensor& tokens);  // -> logits [B, T, vocab]
+  torch::Tensor forward(const torch::Tensor& tokens, KvCache* cache = nullptr);  // -> logits [B, T, vocab]
 
  private:
   LlamaBody model_{nullptr};
   torch::nn::Linear lm_head_{nullptr};  // absent when tied
 };
 TORCH_MODULE(Llama);
+
+// Rotary inverse frequencies theta^(-2i/d) in double, stretched as Hugging
+// Face's _compute_llama3_parameters does when c.rope_scaling.type is "llama3".
+torch::Tensor rope_inverse_frequencies(const ModelConfig& c, int head_dim);
 
 }  // namespace diloco::inner

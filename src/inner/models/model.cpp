@@ -31,6 +31,15 @@ std::string describe_llama(const ModelConfig& c) {
   out << "llama vocab=" << c.vocab << " d_model=" << c.d_model << " n_layers=" << c.n_layers
       << " n_heads=" << c.n_heads << " n_kv_heads=" << (c.n_kv_heads > 0 ? c.n_kv_heads : c.n_heads)
       << " ffn_hidden=" << llama_ffn_hidden(c) << " tie_embeddings=" << c.tie_embeddings << " seq_len=" << c.seq_len;
+  // Named only when they differ from the values every earlier checkpoint
+  // was made with, so those still resume.
+  if (c.rope_theta != 10000.0) out << " rope_theta=" << c.rope_theta;
+  if (c.norm_eps != 1e-5) out << " norm_eps=" << c.norm_eps;
+  if (c.max_positions > 0) out << " max_positions=" << c.max_positions;
+  const auto& s = c.rope_scaling;
+  if (!s.type.empty())
+    out << " rope_scaling=" << s.type << "/" << s.factor << "/" << s.low_freq_factor << "/" << s.high_freq_factor << "/"
+        << s.original_max_positions;
   return out.str();
 }
 
@@ -49,6 +58,11 @@ class NetModel final : public Model {
   torch::Tensor logits(const torch::Tensor& tokens) override { return net_->forward(tokens); }
   std::string signature() const override { return describe_(config_) + " params=" + std::to_string(count_parameters(*net_)); }
   int vocab() const override { return config_.vocab; }
+  int context_length() const override {
+    return config_.kind == ModelKind::kLlama ? inner::context_length(config_) : config_.seq_len;
+  }
+  bool has_kv_cache() const override { return true; }
+  torch::Tensor logits_cached(const torch::Tensor& tokens, KvCache& cache) override { return net_->forward(tokens, &cache); }
 
  private:
   ModelConfig config_;
@@ -68,6 +82,10 @@ std::string Model::layer_of(const std::string& name) const {
   }
   const auto last = name.rfind('.');
   return last == std::string::npos ? name : name.substr(0, last);
+}
+
+torch::Tensor Model::logits_cached(const torch::Tensor&, KvCache&) {
+  throw std::logic_error("this model has no key/value cache: " + signature());
 }
 
 torch::Tensor Model::loss(const torch::Tensor& inputs, const torch::Tensor& targets) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "inner/model_config.h"
+#include "inner/models/kv_cache.h"
 
 namespace diloco::inner {
 
@@ -45,6 +46,15 @@ class Model {
   virtual std::string signature() const = 0;
   // Token ids must be below this.
   virtual int vocab() const = 0;
+  // The longest sequence the model reads (learned positions end there;
+  // rotary ones at max_positions).
+  virtual int context_length() const = 0;
+  // Incremental decoding (the native models): logits of `tokens` [B, T]
+  // that follow cache.length earlier positions, whose keys and values the
+  // cache holds; appends theirs. cache.length + T must stay within
+  // context_length(). Models without a cache throw std::logic_error.
+  virtual bool has_kv_cache() const { return false; }
+  virtual torch::Tensor logits_cached(const torch::Tensor& tokens, KvCache& cache);
 
   // Mean next-token cross-entropy in nats.
   torch::Tensor loss(const torch::Tensor& inputs, const torch::Tensor& targets);

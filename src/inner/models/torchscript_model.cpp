@@ -18,7 +18,7 @@ std::string shape_text(const torch::Tensor& t) {
 
 class TorchScriptModel final : public Model {
  public:
-  explicit TorchScriptModel(const ModelConfig& c) : path_(c.path), vocab_(c.vocab) {
+  explicit TorchScriptModel(const ModelConfig& c) : path_(c.path), vocab_(c.vocab), seq_len_(c.seq_len) {
     const auto fail = [&](const std::string& why) { return ModelError("model.path: " + path_ + ": " + why); };
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path_, ec)) throw fail("no such file");
@@ -57,6 +57,7 @@ class TorchScriptModel final : public Model {
   torch::Tensor logits(const torch::Tensor& tokens) override { return module_.forward({tokens}).toTensor(); }
   std::string signature() const override { return signature_; }
   int vocab() const override { return vocab_; }
+  int context_length() const override { return seq_len_; }
 
  private:
   static std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
@@ -98,6 +99,7 @@ class TorchScriptModel final : public Model {
 
   std::string path_;
   int vocab_;
+  int seq_len_;
   torch::jit::Module module_;
   std::string signature_;
 };

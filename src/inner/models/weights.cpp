@@ -2,7 +2,10 @@
 #include "inner/models/weights.h"
 
 #include <algorithm>
+#include <map>
 #include <sstream>
+
+#include "inner/models/hf_folder.h"
 
 namespace diloco::inner {
 namespace {
@@ -32,8 +35,29 @@ std::vector<ParameterShape> parameter_layout(Model& model) {
   return out;
 }
 
-void load_weights(Model& model, const SafetensorsFile& file) {
-  const auto& tensors = file.tensors();
+void load_weights(Model& model, const SafetensorsFile& file) { load_weights(model, {&file}, file.path()); }
+
+void load_weights(Model& model, const std::string& path) {
+  if (!is_model_folder(path)) {
+    const SafetensorsFile file(path);
+    load_weights(model, file);
+    return;
+  }
+  const auto files = open_folder_weights(path);
+  std::vector<const SafetensorsFile*> views;
+  for (const auto& f : files) views.push_back(f.get());
+  load_weights(model, views, path);
+}
+
+void load_weights(Model& model, const std::vector<const SafetensorsFile*>& files, const std::string& source) {
+  std::map<std::string, SafetensorsFile::Tensor> tensors;
+  std::map<std::string, const SafetensorsFile*> owner;
+  for (const auto* file : files)
+    for (const auto& [name, t] : file->tensors()) {
+      if (owner.count(name)) throw WeightsError(source + ": tensor " + name + " is in " + owner[name]->path() + " and " + file->path());
+      tensors.emplace(name, t);
+      owner[name] = file;
+    }
   std::vector<std::string> missing, mismatched, unexpected;
   const auto layout = parameter_layout(model);
   for (const auto& p : layout) {
@@ -49,19 +73,25 @@ void load_weights(Model& model, const SafetensorsFile& file) {
                                                               : name);
   }
   if (!missing.empty() || !mismatched.empty() || !unexpected.empty()) {
-    std::string why = file.path() + " does not fit the model";
+    std::string why = source + " does not fit the model";
     if (!mismatched.empty()) why += "; shapes differ: " + first_few(mismatched);
     if (!missing.empty()) why += "; missing: " + first_few(missing);
     if (!unexpected.empty()) why += "; unexpected: " + first_few(unexpected);
     throw WeightsError(why);
   }
-  // Every tensor converts before the first one is written.
-  std::vector<std::vector<float>> values;
-  for (const auto& p : layout) values.push_back(file.to_floats(p.name));
+  // Every dtype is checked before the first tensor is written; then one
+  // tensor at a time is converted and copied, so a model's worth of fp32
+  // copies is never held at once (a Hugging Face model of billions of
+  // parameters would need it twice over).
+  for (const auto& p : layout) {
+    const auto& dtype = tensors.at(p.name).dtype;
+    if (dtype != "F32" && dtype != "F16" && dtype != "BF16")
+      throw WeightsError(owner.at(p.name)->path() + ": tensor '" + p.name + "' is " + dtype +
+                         "; weights must be F32, F16 or BF16");
+  }
   torch::NoGradGuard no_grad;
-  std::size_t i = 0;
   for (auto& [name, p] : model.named_parameters()) {
-    auto& v = values[i++];
+    auto v = owner.at(name)->to_floats(name);
     p.copy_(torch::from_blob(v.data(), p.sizes(), torch::kFloat));
   }
 }

@@ -17,6 +17,13 @@ namespace diloco::inner {
 // both shapes for a mismatch, before anything is written.
 void load_weights(Model& model, const SafetensorsFile& file);
 
+// The same from several files (a sharded folder); `source` names them in
+// messages. A tensor in two files is an error.
+void load_weights(Model& model, const std::vector<const SafetensorsFile*>& files, const std::string& source);
+
+// From a safetensors file, or a model folder (hf_folder.h).
+void load_weights(Model& model, const std::string& path);
+
 struct ParameterShape {
   std::string name;
   std::vector<std::int64_t> shape;
