@@ -101,11 +101,13 @@ std::vector<double> Exchange::agree_shares(const Report& mine, std::vector<Exclu
   std::memcpy(sealed.data(), &mine, sizeof(Report));
   seal(sealed, "report", 0);
   auto raw = leaders_.all_gather(sealed);
-  std::vector<Report> reports(raw.size());
+  tamper_arrivals("report", raw);
   std::vector<bool> forged(raw.size(), false);
+  for (std::size_t s = 0; s < raw.size(); ++s) forged[s] = !unseal(raw[s], "report", 0, static_cast<int>(s));
+  forged = agree_verdicts(std::move(forged), "report", 0);
+  std::vector<Report> reports(raw.size());
   for (std::size_t s = 0; s < raw.size(); ++s) {
-    if (!unseal(raw[s], "report", 0, static_cast<int>(s))) {
-      forged[s] = true;
+    if (forged[s]) {
       reports[s] = Report{0.0, 0.0, 0.0, 3.0, mine.epoch};
       continue;
     }
@@ -245,48 +247,31 @@ void Exchange::encode(std::span<const float> values, std::uint64_t seed, bool ma
   payload_.clear();
 }
 
-std::string Exchange::context(const char* kind, std::size_t part, int sender) const {
-  return std::string("diloco-") + kind + ":" + std::to_string(epoch_) + ":" + std::to_string(round_) + ":" +
-         std::to_string(part) + ":" + std::to_string(sender) + ":";
-}
-
-void Exchange::seal(std::vector<std::byte>& message, const char* kind, std::size_t part) const {
-  if (!options_.auth) return;
-  auto tag = options_.auth->tag(context(kind, part, leaders_.rank()), message);
-  if (round_ == options_.forge_round && std::string(kind) == "payload")
-    for (auto& b : tag) b = ~b;  // test-only: what a sender without the key would produce
-  message.insert(message.end(), tag.begin(), tag.end());
-}
-
-bool Exchange::unseal(std::vector<std::byte>& message, const char* kind, std::size_t part, int sender) const {
-  if (!options_.auth) return true;
-  if (message.size() < sizeof(comm::MacTag)) return false;
-  const std::size_t body = message.size() - sizeof(comm::MacTag);
-  const auto bytes = std::span<const std::byte>(message);
-  if (!options_.auth->verify(context(kind, part, sender), bytes.first(body), bytes.subspan(body))) return false;
-  message.resize(body);
-  return true;
-}
-
 void Exchange::note_non_finite(int site, ExchangeStats& stats) {
   const ExcludedSite e{site, Exclusion::kNonFinite};
   if (std::find(stats.excluded.begin(), stats.excluded.end(), e) == stats.excluded.end()) stats.excluded.push_back(e);
 }
 
 // Every site decodes the very same bytes, so every site reaches the same
-// verdict on a bad payload without a vote.
+// verdict on a bad payload without a vote; with a key, what a tampered link
+// changed on one leg only is agreed first (agree_verdicts), so every site
+// leaves out the same senders.
 void Exchange::accumulate_part(std::vector<std::vector<std::byte>>& payloads, std::size_t part,
                                std::span<float> values, std::vector<float>& shares, ExchangeStats& stats,
-                               bool markers) const {
+                               bool markers) {
+  std::vector<bool> forged(payloads.size(), false);
+  for (std::size_t s = 0; s < payloads.size(); ++s)  // checked before any decoding
+    forged[s] = shares[s] > 0.0f && !unseal(payloads[s], "payload", part, static_cast<int>(s));
+  forged = agree_verdicts(std::move(forged), "payload", part);
   double total = 0.0, kept = 0.0;
   for (std::size_t s = 0; s < payloads.size(); ++s) {
     if (shares[s] <= 0.0f) continue;
-    if (markers && payloads[s].empty()) {  // not finite: the caller makes the whole result NaN
+    if (!forged[s] && markers && payloads[s].empty()) {  // not finite: the caller makes the whole result NaN
       note_non_finite(static_cast<int>(s), stats);
       continue;
     }
     total += shares[s];
-    if (!unseal(payloads[s], "payload", part, static_cast<int>(s))) {  // checked before any decoding
+    if (forged[s]) {
       stats.excluded.push_back({static_cast<int>(s), Exclusion::kUnauthenticated});
       shares[s] = 0.0f;
       continue;
@@ -327,8 +312,9 @@ void Exchange::all_gather_average(std::span<float> delta, std::vector<float>& sh
     else if (!encoded || parts > 1)
       encode(values, parts == 1 ? seed : mix(seed + p), markers, "this site's pseudo-gradient");
     if (options_.tamper && shares[me] > 0.0f) options_.tamper(payload_);
-    if (!payload_.empty()) seal(payload_, "payload", p);
+    seal(payload_, "payload", p);  // an empty one too: "not finite" must come from its sender
     auto payloads = timed_all_gather(payload_, stats);
+    tamper_arrivals("payload", payloads);
     std::fill(values.begin(), values.end(), 0.0f);
     accumulate_part(payloads, p, values, shares, stats, markers);
   }

@@ -80,6 +80,10 @@ struct ExchangeOptions {
   // Test-only: in this exchange round this site's tags are forged (made
   // without the key), as an attacker's would be.
   std::int64_t forge_round = -1;
+  // Test-only: rewrites what arrives here from `sender` (its message kind
+  // "report" or "payload") before any check, as a tampered link between
+  // that sender and this site alone would.
+  std::function<void(const char* kind, int sender, std::vector<std::byte>& message)> tamper_received = nullptr;
 };
 
 // What one site brings to an exchange besides its pseudo-gradient.
@@ -168,6 +172,11 @@ class Exchange {
   // Checks and strips `sender`'s tag; false when it fails.
   bool unseal(std::vector<std::byte>& message, const char* kind, std::size_t part, int sender) const;
   std::string context(const char* kind, std::size_t part, int sender) const;
+  // With a key: every site learns which senders' `kind` messages failed
+  // their check anywhere, and all leave out that same set (true = failed).
+  std::vector<bool> agree_verdicts(std::vector<bool> failed, const char* kind, std::size_t part);
+  // The test-only tamper_received hook on what all_gather brought in.
+  void tamper_arrivals(const char* kind, std::vector<std::vector<std::byte>>& messages) const;
   std::vector<std::vector<std::byte>> timed_all_gather(std::span<const std::byte> mine, ExchangeStats& stats);
   // With `markers`, an empty payload stands for values that were not finite:
   // `acc` becomes NaN.
@@ -177,7 +186,7 @@ class Exchange {
   // that fails to decode writes nothing; its sender is left out of this part
   // (the others' sum is rescaled to the full weight) and of every later part.
   void accumulate_part(std::vector<std::vector<std::byte>>& payloads, std::size_t part, std::span<float> values,
-                       std::vector<float>& shares, ExchangeStats& stats, bool markers) const;
+                       std::vector<float>& shares, ExchangeStats& stats, bool markers);
 
   comm::Communicator& leaders_;
   std::unique_ptr<compression::Codec> codec_;

@@ -9,6 +9,7 @@
 #include <limits>
 #include <random>
 
+#include "comm/message_auth.h"
 #include "comm/mpi_communicator.h"
 #include "diloco/compression/crc32c.h"
 #include "diloco/compression/wire_format.h"
@@ -280,6 +281,39 @@ TEST(ExchangeTest, CorruptPayloadSenderIsLeftOutOnEverySite) {
 }
 
 // In parts, a sender refused in a later part keeps what was averaged before
+// With a key, a message tampered on one leg of the all-gather (sender 1 to
+// the last site only, so only that site's check fails) leaves its sender
+// out on every site, in every part and for the report, and the sites' results
+// stay bit-identical. Per-receiver verdicts would leave it out on one site
+// only, and the results would differ.
+TEST(ExchangeTest, TamperedLegLeavesTheSenderOutOnEverySiteWithAKey) {
+  auto world = comm::MpiCommunicator::world();
+  const int n = world->size();
+  if (n < 3) GTEST_SKIP() << "needs a site whose leg is not tampered";
+  const comm::MessageAuth auth(std::string(32, 'k'));
+  const std::size_t count = 5000;
+  for (const std::string kind : {"payload", "report"}) {
+    outer::ExchangeOptions options;
+    options.algorithm = outer::ExchangeAlgorithm::kAllGather;
+    options.auth = &auth;
+    options.part_bytes = 4000;  // several parts: the verdict holds in each
+    if (world->rank() == n - 1)
+      options.tamper_received = [&](const char* what, int sender, std::vector<std::byte>& message) {
+        if (sender == 1 && kind == what && !message.empty()) message[message.size() / 2] ^= std::byte{0x40};
+      };
+    outer::Exchange exchange(*world, compression::make_codec("none"), options);
+    auto delta = site_delta(world->rank(), count);
+    const auto stats = exchange.average(delta, {});
+    ASSERT_EQ(stats.excluded, (std::vector<outer::ExcludedSite>{{1, outer::Exclusion::kUnauthenticated}})) << kind;
+    std::vector<float> others(count, 0.0f);
+    for (int s = 0; s < n; ++s)
+      if (s != 1)
+        for (std::size_t i = 0; i < count; ++i) others[i] += site_delta(s, count)[i] / static_cast<float>(n - 1);
+    for (std::size_t i = 0; i < count; ++i) ASSERT_NEAR(delta[i], others[i], 1e-6) << kind << " " << i;
+    for (const auto& other : gather(*world, delta))
+      ASSERT_EQ(std::memcmp(other.data(), delta.data(), count * sizeof(float)), 0) << kind;
+  }
+}
 // and is left out of that part and the rest; every site agrees.
 TEST(ExchangeTest, CorruptLaterPartLeavesTheSenderOutFromThere) {
   auto world = comm::MpiCommunicator::world();
