@@ -290,6 +290,22 @@ std::string Membership::admit_one(Knock* knock) {
   {
     OverrunGuard guard("admitting a site that answered ready", config_.deadline_s + kHandshakeS);
     DILOCO_MPI_CHECK(MPI_Comm_accept(port, MPI_INFO_NULL, 0, old, &inter));
+  }
+  if (config_.auth) {  // whoever connected must hold the handshake's session
+    int proven = knock ? check_channel(inter, knock->session + port) : 0;
+    broadcast_values(*leaders_, std::span<int>(&proven, 1), 0);
+    if (!proven) {
+      MPI_Comm_free(&inter);
+      if (!knock) return "";
+      MPI_Close_port(port);
+      std::lock_guard<std::mutex> lock(knocks_mutex_);
+      refused_.push_back(knock->hello.name + ": the party on its MPI connection did not prove the key "
+                         "(a relay of its handshake?)");
+      return "";
+    }
+  }
+  {
+    OverrunGuard guard("merging with the admitted site", config_.deadline_s + kHandshakeS);
     DILOCO_MPI_CHECK(MPI_Intercomm_merge(inter, 0, &merged));
   }
   MPI_Comm_free(&inter);

@@ -30,6 +30,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -78,6 +79,9 @@ struct JoinConfig {
   // With a key: a newcomer proves it holds it (HMAC over a challenge) and the
   // group proves it back; a site without it, or with another, is refused.
   const MessageAuth* auth = nullptr;
+  // Test-only: a newcomer calls it with the port its door handed out, just
+  // before connecting (a test plays the relay that learned the port).
+  std::function<void(const std::string& port)> before_connect = nullptr;
 };
 
 // One change of membership, for the metrics.
@@ -181,6 +185,12 @@ class Membership {
   // Admits `knocks` (root's list; others pass empty): returns the names.
   std::vector<std::string> admit(std::vector<Knock> knocks);
   std::string admit_one(Knock* knock);
+  // Keyed runs, right after accept/connect and before the merge: the keeper
+  // checks that the party on `inter` holds the key and the handshake's
+  // session (`session_port`: both nonces and the port); the newcomer proves
+  // it. Timed; false when the proof is missing or wrong.
+  bool check_channel(MPI_Comm inter, const std::string& session_port);
+  bool prove_channel(MPI_Comm inter, const std::string& session_port);
   void share_roster();
   void refuse(Knock& knock, const std::string& why);
   std::string name(const std::string& what) const;

@@ -83,11 +83,17 @@ bool Membership::knock(const Door& door) {
       if (hello.keyed && (body.size() < sizeof(MacTag) || !sealed(kPortLabel, session + port, body.substr(port.size()))))
         throw JoinError("the door's admission is not sealed with the run's key (a relay, or another run?)");
       if (!socket.send(kReady + seal(kReadyLabel, session + port))) return false;
+      if (config_.before_connect) config_.before_connect(port);
       MPI_Comm inter = MPI_COMM_NULL, merged = MPI_COMM_NULL;
       {
         OverrunGuard guard("connecting to the group that admitted this site", config_.deadline_s + kHandshakeS);
         DILOCO_MPI_CHECK(MPI_Comm_connect(port.c_str(), MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter));
-        MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
+      }
+      MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
+      if (!prove_channel(inter, session + port))
+        throw CommError("the group that admitted this site did not ask it to prove the key on the connection", 0);
+      {
+        OverrunGuard guard("merging with the group that admitted this site", config_.deadline_s + kHandshakeS);
         DILOCO_MPI_CHECK(MPI_Intercomm_merge(inter, 1, &merged));
       }
       MPI_Comm_free(&inter);

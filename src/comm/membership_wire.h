@@ -54,6 +54,7 @@ constexpr const char* kJoinLabel = "diloco-join:";
 constexpr const char* kPortLabel = "diloco-port:";
 constexpr const char* kReadyLabel = "diloco-ready:";
 constexpr const char* kDoorLabel = "diloco-door:";
+constexpr const char* kChannelLabel = "diloco-channel:";  // the proof over the admission's MPI connection
 
 using Clock = std::chrono::steady_clock;
 inline double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }

@@ -7,11 +7,15 @@
 // change; exit 4 as a minority, 3 on other communication errors, 2 on a
 // refused join.
 //   membership_site RUN INDEX EXPECTED ROUNDS ROUND_S DEADLINE_S [SIGNATURE]
+// Environment: MEMBERSHIP_KEY, a key every site of the run holds (keyed
+// joins); MEMBERSHIP_PORT_SPY, a file where a newcomer writes the port its
+// door handed out, then waits 3 s before connecting (a relay's chance).
 #include <mpi.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <thread>
 #include <unistd.h>
@@ -37,6 +41,17 @@ int main(int argc, char** argv) {
   const int rounds = std::atoi(argv[4]);
   const double round_s = std::atof(argv[5]);
   config.deadline_s = std::atof(argv[6]);
+  std::unique_ptr<MessageAuth> auth;
+  if (const char* key = std::getenv("MEMBERSHIP_KEY")) config.auth = (auth = std::make_unique<MessageAuth>(key)).get();
+  if (const char* spy = std::getenv("MEMBERSHIP_PORT_SPY"))
+    config.before_connect = [spy = std::string(spy)](const std::string& port) {
+      if (FILE* f = std::fopen((spy + ".tmp").c_str(), "w")) {
+        std::fputs(port.c_str(), f);
+        std::fclose(f);
+        std::rename((spy + ".tmp").c_str(), spy.c_str());
+      }
+      std::this_thread::sleep_for(std::chrono::seconds(3));
+    };
   int code = 0;
   try {
     Membership members(config);
@@ -111,6 +126,8 @@ int main(int argc, char** argv) {
           for (const auto& name : change.joined)
             std::printf("site %d round %d admitted %s epoch %d\n", config.hello.index, int(completed), name.c_str(),
                         change.epoch);
+          for (const auto& why : change.refused)
+            std::printf("site %d round %d refused %s\n", config.hello.index, int(completed), why.c_str());
           members.set_admitted(static_cast<std::int64_t>(completed));
           admitted = completed;
         } catch (const PeerLost& e) {

@@ -1,0 +1,73 @@
+// Binding the admission's MPI connection to the join handshake (keyed runs,
+// docs/membership.md, "Admission"): the door hands the port to whoever
+// completed the handshake, but any party that learns the port (a relay of
+// the handshake) could connect first. So, after accept and before the
+// merge, the keeper sends a fresh nonce over the new connection and only a
+// party that answers it with the key, bound to the handshake's session and
+// the port, is merged; anyone else is dropped and the group goes on.
+#include <thread>
+
+#include "comm/membership.h"
+#include "comm/membership_wire.h"
+
+namespace diloco::comm {
+
+using namespace wire;
+
+namespace {
+
+constexpr int kChannelTag = 31100;
+
+// Waits for `request` at most `seconds`, sleeping between polls; cancels it
+// (and returns false) when the time is up.
+bool timed_wait(MPI_Request& request, double seconds) {
+  const auto start = Clock::now();
+  auto pause = std::chrono::microseconds(100);
+  for (;;) {
+    int done = 0;
+    if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+    if (done) return true;
+    if (since(start) > seconds) break;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(20000));
+  }
+  MPI_Cancel(&request);
+  MPI_Request_free(&request);
+  return false;
+}
+
+bool timed_recv(MPI_Comm comm, std::string& into, std::size_t size, double seconds) {
+  into.assign(size, '\0');
+  MPI_Request request;
+  if (MPI_Irecv(into.data(), static_cast<int>(size), MPI_BYTE, 0, kChannelTag, comm, &request) != MPI_SUCCESS)
+    return false;
+  return timed_wait(request, seconds);
+}
+
+// Small messages leave at once (eager); the request is freed, not waited on.
+bool send_now(MPI_Comm comm, const std::string& bytes) {
+  MPI_Request request;
+  if (MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, 0, kChannelTag, comm, &request) !=
+      MPI_SUCCESS)
+    return false;
+  return MPI_Request_free(&request) == MPI_SUCCESS;
+}
+
+}  // namespace
+
+bool Membership::check_channel(MPI_Comm inter, const std::string& session_port) {
+  if (!config_.auth) return true;
+  const std::string nonce = MessageAuth::random_bytes(32);
+  std::string proof;
+  return send_now(inter, nonce) &&
+         timed_recv(inter, proof, sizeof(MacTag), std::min(kHandshakeS, config_.deadline_s / 2)) &&
+         sealed(kChannelLabel, session_port + nonce, proof);
+}
+
+bool Membership::prove_channel(MPI_Comm inter, const std::string& session_port) {
+  if (!config_.auth) return true;
+  std::string nonce;
+  return timed_recv(inter, nonce, 32, kHandshakeS) && send_now(inter, seal(kChannelLabel, session_port + nonce));
+}
+
+}  // namespace diloco::comm

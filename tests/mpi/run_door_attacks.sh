@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Attacks on a keyed run's rendezvous, through a real ompi-server:
+# 1. a hijacking door name: an intruder publishes the plain name of a newer
+#    door (anyone reaching the server can) and answers without the key; the
+#    founder, which scans every name, is not fooled, and sites that come
+#    later never even knock at it (keyed names, which only key holders can
+#    compute, are tried first); all three train together.
+# 2. a relayed handshake: an intruder that learned the port a newcomer's
+#    door handed out connects to it first; it cannot prove the key on the
+#    connection, so the group drops it (and records why), it is never
+#    merged, the newcomer it displaced stops (exit 3), and the next newcomer
+#    is admitted.
+#   run_door_attacks.sh MPIRUN SITE_PROGRAM INTRUDER_PROGRAM
+set -uo pipefail
+MPIRUN=$1
+SITE=$2
+INTRUDER=$3
+work=$(mktemp -d)
+server_pid=
+cleanup() {
+  [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null || true
+  pkill -9 -f "^$SITE " 2>/dev/null || true
+  pkill -9 -f "^$INTRUDER " 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+ompi-server --no-daemonize -r "$work/uri" &
+server_pid=$!
+for _ in $(seq 50); do [[ -s $work/uri ]] && break; sleep 0.1; done
+[[ -s $work/uri ]] || { echo "FAIL: ompi-server wrote no URI"; exit 1; }
+export MEMBERSHIP_KEY=0123456789abcdef-shared-by-the-sites
+
+fail() { echo "FAIL: $*"; for f in "$work"/*.log; do echo "== $f"; grep -v '^ \|^--\|^$' "$f" | head -40; done; exit 1; }
+pass() { echo "PASS: $*"; }
+launch() {  # launch LOG PROGRAM ARGS...: in the background, its exit code appended to the log
+  local log=$work/$1.log; shift
+  ( timeout 120 "$MPIRUN" --ompi-server "file:$work/uri" -np 1 "$@" >"$log" 2>&1; echo "exit $?" >>"$log" ) &
+  jobs_+=($!)
+}
+jobs_=()
+wait_for() {  # wait_for FILE PATTERN SECONDS
+  for _ in $(seq $(( $3 * 10 ))); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  return 1
+}
+# site LOG RUN INDEX ROUNDS: a keyed site that starts alone (expected 1),
+# rounds of 0.3 s, deadline 5 s.
+site() { launch "$1" "$SITE" "$2" "$3" 1 "$4" 0.3 5; }
+
+# 1. The hijacking door name.
+launch hijacker "$INTRUDER" hijack hij 5 60
+wait_for "$work/hijacker.log" "published" 20 || fail "the intruder did not publish its door"
+site hij-0 hij 0 60
+wait_for "$work/hij-0.log" "round 1 " 30 || fail "the founder did not start"
+site hij-1 hij 1 60
+site hij-2 hij 2 60
+wait "${jobs_[@]:1}"
+for i in 0 1 2; do grep -q "^exit 0" "$work/hij-$i.log" || fail "site $i did not finish"; done
+for i in 1 2; do
+  grep -q "joined late" "$work/hij-$i.log" || fail "site $i did not join the group"
+  grep -q "site $i door 5 of run" "$work/hij-$i.log" && fail "site $i came in through the intruder's door"
+done
+grep -q "round 60 epoch .* sites 3" "$work/hij-0.log" || fail "the three sites did not train together"
+grep -q "hello from site-0" "$work/hijacker.log" || fail "the founder never saw the intruder's name (test is void)"
+grep -q "hello from site-[12]" "$work/hijacker.log" && fail "a joining site knocked at the intruder's door"
+pass "a hijacking door name fooled nobody: the founder refused it, later sites never knocked at it"
+kill "${jobs_[0]}" 2>/dev/null; jobs_=()
+
+# 2. The relayed handshake.
+site rel-0 rel 0 60
+wait_for "$work/rel-0.log" "round 1 " 30 || fail "the founder did not start"
+launch relay "$INTRUDER" relay "$work/port" 20
+MEMBERSHIP_PORT_SPY=$work/port site rel-1 rel 1 60
+wait_for "$work/rel-0.log" "refused site-1: the party on its MPI connection did not prove the key" 40 \
+  || fail "the group did not drop the party that took the newcomer's port"
+site rel-2 rel 2 60
+wait "${jobs_[@]}"
+grep -q "intruder: connected to the port" "$work/relay.log" || fail "the intruder never connected (test is void)"
+grep -q "MERGED" "$work/relay.log" && fail "the intruder was merged into the group"
+grep -q "^exit 5" "$work/relay.log" || fail "the intruder did not end as documented"
+grep -q "^exit 3" "$work/rel-1.log" || fail "the displaced newcomer did not stop with exit 3"
+grep -q "joined late" "$work/rel-2.log" || fail "the next newcomer was not admitted"
+for i in 0 2; do grep -q "^exit 0" "$work/rel-$i.log" || fail "site $i did not finish"; done
+grep -q "round 60 epoch .* sites 2" "$work/rel-0.log" || fail "the group did not finish with its two sites"
+pass "a relayed handshake gained nothing: the party on the port was dropped, never merged; the next newcomer joined"
+exit 0
