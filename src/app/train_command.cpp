@@ -230,6 +230,7 @@ class TrainSession {
       return std::make_unique<outer::Exchange>(leaders, make_codec(recipe_.compression), options);
     };
     parts.optimizer = [this](std::size_t params) { return outer::make_outer_optimizer(recipe_.outer, params); };
+    parts.auth = auth_ ? &*auth_ : nullptr;
     outer::CheckpointConfig checkpoint;
     checkpoint.dir = recipe_.checkpoint_dir();
     checkpoint.every = recipe_.checkpoint.every;

@@ -159,11 +159,18 @@ void Membership::share_roster() {
     put_u32(roster, static_cast<std::uint32_t>(members_.size()));
     for (const auto& m : members_) put_text(roster, encode_hello(m));
   }
+  if (leaders_->rank() == 0) roster += seal(kRosterLabel, roster);  // keyed: who may be a member is sealed
   std::uint64_t size = roster.size();
   broadcast_values(*leaders_, std::span<std::uint64_t>(&size, 1), 0);
   roster.resize(size);
   leaders_->broadcast(std::as_writable_bytes(std::span<char>(roster.data(), roster.size())), 0);
   if (leaders_->rank() == 0) return;
+  if (config_.auth) {
+    const std::size_t body = roster.size() < sizeof(MacTag) ? 0 : roster.size() - sizeof(MacTag);
+    if (roster.size() < sizeof(MacTag) || !sealed(kRosterLabel, roster.substr(0, body), roster.substr(body)))
+      throw CommError("the group's roster failed its key check (tampered on the way?); stopping this site", 0);
+    roster.resize(body);
+  }
   Reader r{roster};
   epoch_ = static_cast<int>(r.u32());
   door_generation_ = static_cast<int>(r.u32());

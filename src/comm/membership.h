@@ -33,6 +33,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -191,6 +192,11 @@ class Membership {
   // it. Timed; false when the proof is missing or wrong.
   bool check_channel(MPI_Comm inter, const std::string& session_port);
   bool prove_channel(MPI_Comm inter, const std::string& session_port);
+  // Keyed runs: a recovery message's words with their HMAC appended (under
+  // `context`), how many words that adds, and the check on arrival.
+  std::vector<std::int64_t> seal_words(std::vector<std::int64_t> words, const std::string& context) const;
+  std::size_t sealed_words() const;
+  bool words_sealed(std::span<const std::int64_t> words, const std::string& context) const;
   void share_roster();
   void refuse(Knock& knock, const std::string& why);
   std::string name(const std::string& what) const;

@@ -2,6 +2,7 @@
 // the agreement on who is alive and on the round, and the survivors'
 // communicator.
 #include <algorithm>
+#include <cstring>
 #include <deque>
 
 #include "comm/membership.h"
@@ -62,6 +63,26 @@ void listen(MPI_Comm comm, int tag, const std::vector<unsigned char>& from, std:
 
 }  // namespace
 
+// Keyed runs: a recovery's messages carry an HMAC over what they are (kind,
+// epoch, attempt, sender) and their words, in 4 more words; one that fails
+// counts as not heard. Without a key they go as they are.
+std::size_t Membership::sealed_words() const { return config_.auth ? sizeof(MacTag) / sizeof(std::int64_t) : 0; }
+
+std::vector<std::int64_t> Membership::seal_words(std::vector<std::int64_t> words, const std::string& context) const {
+  if (!config_.auth) return words;
+  const auto mac = config_.auth->tag(context, std::as_bytes(std::span<const std::int64_t>(words)));
+  const std::size_t at = words.size();
+  words.resize(at + sealed_words());
+  std::memcpy(words.data() + at, mac.data(), mac.size());
+  return words;
+}
+
+bool Membership::words_sealed(std::span<const std::int64_t> words, const std::string& context) const {
+  if (!config_.auth) return true;
+  const std::size_t body = words.size() - sealed_words();
+  return config_.auth->verify(context, std::as_bytes(words.first(body)), std::as_bytes(words.subspan(body)));
+}
+
 // 1. Alarms: every member in the recovery tells every other and listens
 //    for ping_s; who answers is alive (a member between inner steps answers
 //    within one step, since it polls alarmed()).
@@ -87,22 +108,30 @@ MembershipChange Membership::recover(const std::string& why) {
 
   std::vector<unsigned char> others(N, 1);
   others[self] = 0;
-  const std::int64_t* alarm = kept(std::vector<std::int64_t>{epoch_});
+  const auto context = [&](const char* kind, int attempt, std::size_t from) {
+    return std::string("diloco-") + kind + ":" + std::to_string(epoch_) + ":" + std::to_string(attempt) + ":" +
+           std::to_string(from) + ":";
+  };
+  const int alarm_words = static_cast<int>(1 + sealed_words());
+  const std::int64_t* alarm = kept(seal_words({epoch_}, context("alarm", 0, self)));
   for (int p = 0; p < n; ++p) {
     if (p == me) continue;
     MPI_Request send;
-    DILOCO_MPI_CHECK(MPI_Isend(alarm, 1, MPI_INT64_T, p, kAlarmTag, old, &send));
+    DILOCO_MPI_CHECK(MPI_Isend(alarm, alarm_words, MPI_INT64_T, p, kAlarmTag, old, &send));
     MPI_Request_free(&send);
   }
-  std::vector<std::vector<std::int64_t>> heard(N, std::vector<std::int64_t>(1));
+  std::vector<std::vector<std::int64_t>> heard(N, std::vector<std::int64_t>(static_cast<std::size_t>(alarm_words)));
   std::vector<unsigned char> view;
   listen(old, kAlarmTag, others, heard, view, config_.ping_s);
+  for (std::size_t p = 0; p < N; ++p)
+    if (view[p] && !words_sealed(heard[p], context("alarm", 0, p))) view[p] = 0;
   const std::vector<unsigned char> answered_alarm = view;  // whom every attempt listens to
   view[self] = 1;
 
   // A message: [decided, view (N), progress of each member in the view (N)].
   std::vector<std::int64_t> progress(N, -1);
   progress[self] = progress_;
+  const int view_words = static_cast<int>(2 * N + 1 + sealed_words());
   const auto send_all = [&](int attempt, bool decided) {
     std::vector<std::int64_t> mine(2 * N + 1);
     mine[0] = decided ? 1 : 0;
@@ -110,20 +139,22 @@ MembershipChange Membership::recover(const std::string& why) {
       mine[1 + p] = view[p];
       mine[1 + N + p] = progress[p];
     }
-    const std::int64_t* sent = kept(std::move(mine));
+    const std::int64_t* sent = kept(seal_words(std::move(mine), context("view", attempt, self)));
     for (int p = 0; p < n; ++p) {
       if (!answered_alarm[static_cast<std::size_t>(p)]) continue;
       MPI_Request send;
-      DILOCO_MPI_CHECK(MPI_Isend(sent, 2 * n + 1, MPI_INT64_T, p, kViewTag + attempt, old, &send));
+      DILOCO_MPI_CHECK(MPI_Isend(sent, view_words, MPI_INT64_T, p, kViewTag + attempt, old, &send));
       MPI_Request_free(&send);
     }
   };
   bool agreed = false;
   for (int attempt = 0; attempt < kAgreeAttempts && !agreed; ++attempt) {
     send_all(attempt, false);
-    std::vector<std::vector<std::int64_t>> theirs(N, std::vector<std::int64_t>(2 * N + 1));
+    std::vector<std::vector<std::int64_t>> theirs(N, std::vector<std::int64_t>(static_cast<std::size_t>(view_words)));
     std::vector<unsigned char> answered;
     listen(old, kViewTag + attempt, answered_alarm, theirs, answered, config_.ping_s);
+    for (std::size_t p = 0; p < N; ++p)
+      if (answered[p] && !words_sealed(theirs[p], context("view", attempt, p))) answered[p] = 0;
     // Another member decided on a view that holds this one: take it.
     for (std::size_t p = 0; p < N && !agreed; ++p)
       if (answered[p] && theirs[p][0] == 1 && theirs[p][1 + self] == 1) {

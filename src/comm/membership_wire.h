@@ -54,6 +54,7 @@ constexpr const char* kJoinLabel = "diloco-join:";
 constexpr const char* kPortLabel = "diloco-port:";
 constexpr const char* kReadyLabel = "diloco-ready:";
 constexpr const char* kDoorLabel = "diloco-door:";
+constexpr const char* kRosterLabel = "diloco-roster:";
 constexpr const char* kChannelLabel = "diloco-channel:";  // the proof over the admission's MPI connection
 
 using Clock = std::chrono::steady_clock;

@@ -53,6 +53,20 @@ bool MessageAuth::verify(std::string_view context, std::span<const std::byte> by
   return CRYPTO_memcmp(expected.data(), mac.data(), expected.size()) == 0;
 }
 
+void MessageAuth::seal(std::string_view context, std::vector<std::byte>& message) const {
+  const MacTag mac = tag(context, message);
+  message.insert(message.end(), mac.begin(), mac.end());
+}
+
+bool MessageAuth::unseal(std::string_view context, std::vector<std::byte>& message) const {
+  if (message.size() < sizeof(MacTag)) return false;
+  const std::size_t body = message.size() - sizeof(MacTag);
+  const auto all = std::span<const std::byte>(message);
+  if (!verify(context, all.first(body), all.subspan(body))) return false;
+  message.resize(body);
+  return true;
+}
+
 std::string MessageAuth::random_bytes(std::size_t n) {
   std::string out(n, '\0');
   if (RAND_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<int>(n)) != 1)

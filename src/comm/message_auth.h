@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace diloco::comm {
 
@@ -27,6 +28,11 @@ class MessageAuth {
   MacTag tag(std::string_view context, std::span<const std::byte> bytes) const;
   // Constant-time comparison against tag().
   bool verify(std::string_view context, std::span<const std::byte> bytes, std::span<const std::byte> mac) const;
+
+  // A message with its tag at the end: appends tag(context, message); checks
+  // and strips it (false, the message unchanged, when it is missing or wrong).
+  void seal(std::string_view context, std::vector<std::byte>& message) const;
+  bool unseal(std::string_view context, std::vector<std::byte>& message) const;
 
   // `n` bytes from OpenSSL's generator (join challenges).
   static std::string random_bytes(std::size_t n);

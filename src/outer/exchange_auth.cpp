@@ -20,13 +20,7 @@ void Exchange::seal(std::vector<std::byte>& message, const char* kind, std::size
 }
 
 bool Exchange::unseal(std::vector<std::byte>& message, const char* kind, std::size_t part, int sender) const {
-  if (!options_.auth) return true;
-  if (message.size() < sizeof(comm::MacTag)) return false;
-  const std::size_t body = message.size() - sizeof(comm::MacTag);
-  const auto bytes = std::span<const std::byte>(message);
-  if (!options_.auth->verify(context(kind, part, sender), bytes.first(body), bytes.subspan(body))) return false;
-  message.resize(body);
-  return true;
+  return !options_.auth || options_.auth->unseal(context(kind, part, sender), message);
 }
 
 // A check fails where the message arrived: tampering on one leg of an

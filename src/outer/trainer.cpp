@@ -49,6 +49,7 @@ Trainer::Trainer(comm::SiteComms& comms, inner::InnerLoop& inner, const OuterPar
                  CheckpointConfig checkpoint, FaultConfig faults)
     : comms_(comms),
       inner_(inner),
+      auth_(parts.auth),
       outer_config_(outer_config),
       sync_(sync),
       eval_(eval),

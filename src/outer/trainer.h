@@ -142,6 +142,10 @@ struct RunSummary {
 struct OuterParts {
   std::function<std::unique_ptr<Exchange>(comm::Communicator& leaders)> exchange;
   std::function<std::unique_ptr<OuterOptimizer>(std::size_t params)> optimizer;
+  // With a key ([security] key_file): the round reports and the group state
+  // sent to a site that joins or falls behind carry an HMAC, checked on
+  // arrival (a failure stops the site, exit 3).
+  const comm::MessageAuth* auth = nullptr;
 };
 
 // Adapts a site's communicators to the inner loop's replica group: the
@@ -263,6 +267,11 @@ class Trainer {
   bool checked_round(int round) const;
   double params_hash() const;
   void check_reports(const std::vector<SiteReport>& all, const SiteReport& mine) const;
+  // Keyed runs: appends this site's HMAC over `bytes` under `context`, and
+  // checks and strips `sender`'s (false when it fails). No-ops without a key.
+  void seal(std::vector<std::byte>& bytes, const std::string& context) const;
+  bool unseal(std::vector<std::byte>& bytes, const std::string& context) const;
+  std::string sealing_context(const char* kind, std::int64_t round, int sender) const;
   std::string leader_name(int rank) const;
   void start_from_group();
   void redo_on_loss(const std::function<void()>& once, RoundSync& sync, RoundMetrics& metrics);
@@ -290,6 +299,7 @@ class Trainer {
 
   comm::SiteComms& comms_;
   inner::InnerLoop& inner_;
+  const comm::MessageAuth* auth_ = nullptr;  // keyed runs: seals reports and group states
   OuterConfig outer_config_;
   SyncConfig sync_;
   EvalConfig eval_;

@@ -80,7 +80,8 @@ int Trainer::load_group_state(std::span<const std::byte> bytes, bool take_step) 
 }
 
 void Trainer::send_group_state(int round, const std::vector<int>& to) {
-  const auto state = group_state(round);
+  auto state = group_state(round);
+  seal(state, sealing_context("state", 0, comms_.leaders->rank()));
   for (int r : to) {
     comms_.leaders->send(std::span<const std::byte>(state).first(sizeof(StateHeader)), r, kStateTag);
     comms_.leaders->send(std::span<const std::byte>(state).subspan(sizeof(StateHeader)), r, kStateTag + 1);
@@ -90,8 +91,12 @@ void Trainer::send_group_state(int round, const std::vector<int>& to) {
 int Trainer::receive_group_state(int from, bool take_step) {
   std::vector<std::byte> state(sizeof(StateHeader));
   comms_.leaders->recv(state, from, kStateTag);
-  state.resize(group_state_bytes(state));
+  state.resize(group_state_bytes(state) + (auth_ ? sizeof(comm::MacTag) : 0));
   comms_.leaders->recv(std::span<std::byte>(state).subspan(sizeof(StateHeader)), from, kStateTag + 1);
+  if (!unseal(state, sealing_context("state", 0, from)))
+    throw comm::CommError("the group's state from site rank " + std::to_string(from) +
+                              " failed its key check (tampered on the way?)",
+                          from);
   return load_group_state(state, take_step);
 }
 
@@ -107,10 +112,13 @@ void Trainer::start_from_group() {
       position[0] = receive_group_state(0, true);
     } else {
       auto state = group_state(start_round_);
+      if (leaders.rank() == 0) seal(state, sealing_context("state", 0, 0));
       std::uint64_t size = state.size();
       comm::broadcast_values(leaders, std::span<std::uint64_t>(&size, 1), 0);
       state.resize(size);
       leaders.broadcast(state, 0);
+      if (!unseal(state, sealing_context("state", 0, 0)))
+        throw comm::CommError("the group's starting state failed its key check (tampered on the way?)", 0);
       position[0] = load_group_state(state, true);
     }
     position[1] = inner_.step();

@@ -57,7 +57,15 @@ void Trainer::report(const inner::InnerStats& stats, const RoundSync& sync, Roun
                   checked_round(metrics.round) ? params_hash() : -1.0};
   const auto before_report = leaders.traffic().bytes_sent;
   const auto report_start = std::chrono::steady_clock::now();
-  auto reports = leaders.all_gather(std::as_bytes(std::span<const SiteReport>(&mine, 1)));
+  std::vector<std::byte> sealed(sizeof(SiteReport));
+  std::memcpy(sealed.data(), &mine, sizeof(SiteReport));
+  seal(sealed, sealing_context("report", metrics.round, leaders.rank()));
+  auto reports = leaders.all_gather(sealed);
+  for (std::size_t i = 0; i < reports.size(); ++i)
+    if (!unseal(reports[i], sealing_context("report", metrics.round, static_cast<int>(i))))
+      throw comm::CommError("site rank " + std::to_string(i) + "'s report of round " + std::to_string(metrics.round) +
+                                " failed its key check (tampered on the way?)",
+                            static_cast<int>(i));
   last_report_s_ = seconds_since(report_start);
   // Every leader sends the same-sized report, so this one's cost times the
   // number of sites completes the count (and a resumed run counts the same).
@@ -171,6 +179,19 @@ void Trainer::share_next_H(RoundMetrics& metrics) {
   comm::broadcast_values(*comms_.site, std::span<std::int64_t>(&h, 1), 0);
   H_ = static_cast<int>(h);
   metrics.next_H = H_;
+}
+
+std::string Trainer::sealing_context(const char* kind, std::int64_t round, int sender) const {
+  return std::string("diloco-") + kind + ":" + std::to_string(membership_ ? membership_->epoch() : 0) + ":" +
+         std::to_string(round) + ":" + std::to_string(sender) + ":";
+}
+
+void Trainer::seal(std::vector<std::byte>& bytes, const std::string& context) const {
+  if (auth_) auth_->seal(context, bytes);
+}
+
+bool Trainer::unseal(std::vector<std::byte>& bytes, const std::string& context) const {
+  return !auth_ || auth_->unseal(context, bytes);
 }
 
 }  // namespace diloco::outer

@@ -71,6 +71,29 @@ TEST(MessageAuthTest, VerifyRejectsAnyChange) {
   EXPECT_FALSE(other.verify("diloco-payload:0:3:0:1:", bytes_of(body), tag));
 }
 
+// A sealed message opens only under the same key and context, unchanged;
+// a failed open leaves the bytes as they were.
+TEST(MessageAuthTest, SealedMessagesOpenOnlyUnchanged) {
+  const MessageAuth auth(std::string(20, 'a'));
+  const std::vector<std::byte> body{std::byte{1}, std::byte{2}, std::byte{3}};
+  auto message = body;
+  auth.seal("diloco-report:1:4:0:", message);
+  ASSERT_EQ(message.size(), body.size() + sizeof(MacTag));
+  auto copy = message;
+  EXPECT_TRUE(auth.unseal("diloco-report:1:4:0:", copy));
+  EXPECT_EQ(copy, body);
+  copy = message;
+  EXPECT_FALSE(auth.unseal("diloco-report:1:4:1:", copy));  // another sender
+  EXPECT_EQ(copy, message);
+  copy = message;
+  copy[1] ^= std::byte{0x10};
+  EXPECT_FALSE(auth.unseal("diloco-report:1:4:0:", copy));
+  copy = message;
+  EXPECT_FALSE(MessageAuth(std::string(20, 'b')).unseal("diloco-report:1:4:0:", copy));
+  std::vector<std::byte> short_one(sizeof(MacTag) - 1);
+  EXPECT_FALSE(auth.unseal("diloco-report:1:4:0:", short_one));
+}
+
 TEST(MessageAuthTest, KeysMustBeLongEnough) {
   EXPECT_THROW(MessageAuth("short"), std::invalid_argument);
   const std::string path = ::testing::TempDir() + "/diloco-key-test";

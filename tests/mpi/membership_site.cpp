@@ -9,10 +9,16 @@
 //   membership_site RUN INDEX EXPECTED ROUNDS ROUND_S DEADLINE_S [SIGNATURE]
 // Environment: MEMBERSHIP_KEY, a key every site of the run holds (keyed
 // joins); MEMBERSHIP_PORT_SPY, a file where a newcomer writes the port its
-// door handed out, then waits 3 s before connecting (a relay's chance).
+// door handed out, then waits 3 s before connecting (a relay's chance);
+// MEMBERSHIP_FAULT="kill|stop PHASE ROUND", this site kills or stops itself
+// (SIGKILL, SIGSTOP) in ROUND at PHASE: "inner" (halfway through the
+// round's compute), "exchange" (as the others enter the round's sum),
+// "admission" (as the others admit a newcomer after the round) or
+// "recovery" (as it enters the first recovery from ROUND on).
 #include <mpi.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -52,6 +58,22 @@ int main(int argc, char** argv) {
       }
       std::this_thread::sleep_for(std::chrono::seconds(3));
     };
+  std::string fault_signal, fault_phase;
+  int fault_round = -1;
+  if (const char* fault = std::getenv("MEMBERSHIP_FAULT"); fault && *fault) {
+    char sig[16] = {0}, phase[16] = {0};
+    if (std::sscanf(fault, "%15s %15s %d", sig, phase, &fault_round) != 3) return 2;
+    fault_signal = sig;
+    fault_phase = phase;
+  }
+  // Raises the fault when this site is at `phase` in round `round` (or later, for a recovery).
+  const auto fault_at = [&](const char* phase, double round) {
+    if (fault_phase != phase || round < fault_round || (fault_phase != "recovery" && round != fault_round)) return;
+    std::printf("site %d fault: %s at %s of round %d\n", config.hello.index, fault_signal.c_str(), phase, int(round));
+    std::fflush(stdout);
+    fault_phase.clear();
+    raise(fault_signal == "stop" ? SIGSTOP : SIGKILL);
+  };
   int code = 0;
   try {
     Membership members(config);
@@ -70,6 +92,10 @@ int main(int argc, char** argv) {
     // After a recovery: a site behind the newest round any survivor
     // completed takes that round from the one that holds it (here the round
     // number is all the state there is); returns whether this site did.
+    const auto recover = [&](const std::string& why, double round) {
+      fault_at("recovery", round);
+      return members.recover(why);
+    };
     const auto settle = [&](const MembershipChange& change) {
       std::printf("site %d lost", config.hello.index);
       for (const auto& name : change.left) std::printf(" %s", name.c_str());
@@ -91,21 +117,28 @@ int main(int argc, char** argv) {
       const double round = completed + 1;
       // The "inner steps": alarms are answered between them.
       bool adopted = false;
-      for (const auto t0 = std::chrono::steady_clock::now();
-           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < round_s;) {
+      bool halfway = false;
+      for (const auto t0 = std::chrono::steady_clock::now();;) {
+        const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (spent >= round_s) break;
+        if (!halfway && spent >= round_s / 2) {
+          halfway = true;
+          fault_at("inner", round);
+        }
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        if (members.alarmed()) adopted = settle(members.recover("an alarm between steps")) || adopted;
+        if (members.alarmed()) adopted = settle(recover("an alarm between steps", round)) || adopted;
       }
       if (adopted) continue;
       double values[2];
       for (;;) {
         values[0] = round;
         values[1] = config.hello.index + 1;
+        fault_at("exchange", round);
         try {
           leaders.all_reduce_sum(std::span<double>(values, 2));
           break;
         } catch (const PeerLost& e) {
-          if ((adopted = settle(members.recover(e.what())))) break;
+          if ((adopted = settle(recover(e.what(), round)))) break;
         }
       }
       if (!adopted) {
@@ -120,6 +153,7 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
       }
       while (admitted != completed) {
+        fault_at("admission", completed);
         try {
           const auto change = members.admit_waiting();
           for (int r : members.newcomers()) leaders.send(std::as_bytes(std::span<double>(&completed, 1)), r, 77);
@@ -131,7 +165,7 @@ int main(int argc, char** argv) {
           members.set_admitted(static_cast<std::int64_t>(completed));
           admitted = completed;
         } catch (const PeerLost& e) {
-          settle(members.recover(e.what()));
+          settle(recover(e.what(), completed));
         }
       }
       std::fflush(stdout);

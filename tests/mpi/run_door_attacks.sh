@@ -10,6 +10,8 @@
 #    connection, so the group drops it (and records why), it is never
 #    merged, the newcomer it displaced stops (exit 3), and the next newcomer
 #    is admitted.
+# 3. a keyed recovery (sealed alarms, views, roster): a site killed, the
+#    others go on, the site launched again rejoins.
 #   run_door_attacks.sh MPIRUN SITE_PROGRAM INTRUDER_PROGRAM
 set -uo pipefail
 MPIRUN=$1
@@ -82,4 +84,21 @@ grep -q "joined late" "$work/rel-2.log" || fail "the next newcomer was not admit
 for i in 0 2; do grep -q "^exit 0" "$work/rel-$i.log" || fail "site $i did not finish"; done
 grep -q "round 60 epoch .* sites 2" "$work/rel-0.log" || fail "the group did not finish with its two sites"
 pass "a relayed handshake gained nothing: the party on the port was dropped, never merged; the next newcomer joined"
+
+# 3. The control plane sealed: with the key, a recovery's alarms and views,
+#    the roster and an admission all carry their HMAC; kill -9 of a site,
+#    the two others agree and go on, the site launched again rejoins.
+jobs_=()
+launch rec-0 "$SITE" rec 0 3 60 0.3 5
+launch rec-1 "$SITE" rec 1 3 60 0.3 5
+launch rec-2 "$SITE" rec 2 3 60 0.3 5
+wait_for "$work/rec-1.log" "round 5 " 30 || fail "three keyed sites did not train together"
+kill -9 "$(pgrep -f "^$SITE rec 1 " | head -1)"
+wait_for "$work/rec-0.log" "sites 2 sum 4" 20 || fail "the keyed survivors did not agree and go on"
+launch rec-1-again "$SITE" rec 1 3 60 0.3 5
+wait "${jobs_[0]}" "${jobs_[2]}" "${jobs_[3]}"
+grep -q "joined late" "$work/rec-1-again.log" || fail "the relaunched keyed site was not admitted"
+for f in rec-0 rec-2 rec-1-again; do grep -q "^exit 0" "$work/$f.log" || fail "$f did not finish"; done
+grep -q "round 60 epoch .* sites 3" "$work/rec-0.log" || fail "the keyed group did not end with its three sites"
+pass "keyed recovery: sealed alarms and views agreed, the killed site rejoined"
 exit 0
