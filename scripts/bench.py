@@ -599,6 +599,39 @@ Command: `{' '.join(cmd)}`
 """
 
 
+def faults(q):
+    quick_cells = ["3:kill:0:exchange", "3:stop:1:admission", "4:kill:3:inner"]
+    cmd = ["bench/faults.sh", "--report", "mpirun", "build/tests/membership_site"] + (quick_cells if q else [])
+    out = run(cmd)
+    rows = [l for l in out.splitlines() if l.startswith("| 3 ") or l.startswith("| 4 ")]
+    failed = [r for r in rows if "FAILED" in r]
+    return f"""## 14. The membership's fault matrix (`bench/faults.sh`)
+
+Sites launched apart (each its own `mpirun`, one real `ompi-server`), played
+by the membership's test harness (`tests/mpi/membership_site`: rounds of
+0.5 s whose "exchange" is a sum over the leaders, so every round checks who
+took part; `sync.timeout_s` 3 s, `ping_s` 2 s). In each cell one site kills
+(SIGKILL) or stops (SIGSTOP) itself in round 6 {'(a few cells: `--quick`)' if q else '(every site, 3 and 4 sites)'}: halfway
+through its compute (`inner`), as the others enter the round's collective
+(`exchange`), as the others admit a newcomer queued at the door
+(`admission`), or as it enters the recovery from another site's loss
+(`recovery`: a second loss, so no strict majority of the last membership is
+left and every site must stop with exit 4). A stopped site is woken after
+the survivors went on and must exit 4; the lost site is launched again and
+must be admitted. A cell holds when every process ended with its documented
+exit code, the survivors completed every round with the same sums, and the
+relaunched site was admitted within 2 rounds of its knock. Recovery: from
+the fault to the survivors' next completed round (the deadline, 3 s, is its
+floor).
+
+Command: `{' '.join(cmd)}`
+
+{out.strip()}
+
+{len(rows) - len(failed)} of {len(rows)} cells hold{'.' if not failed else ': **' + str(len(failed)) + ' fail** (rows marked FAILED).'}
+"""
+
+
 def plan_check(q):
     cmd = ["bench/plan_memory.sh"] + (["--quick"] if q else [])
     mem = run(cmd)
@@ -686,7 +719,7 @@ Target: the cache at least 5x faster at {tokens} tokens: {', '.join(f'{r:.1f}x' 
 SECTIONS = [("inner", inner_overhead), ("codecs", codecs), ("exchange", exchange_vs_bound),
             ("dp", diloco_vs_dp), ("ablations", ablations), ("scaling", scaling), ("memory", memory),
             ("overlap", overlap), ("data", data_startup), ("recovery", recovery),
-            ("plan", plan_check), ("sample", sampling)]
+            ("plan", plan_check), ("sample", sampling), ("faults", faults)]
 
 
 def main():
