@@ -106,6 +106,15 @@ MembershipChange Membership::recover(const std::string& why) {
   const auto N = static_cast<std::size_t>(n);
   const auto self = static_cast<std::size_t>(me);
 
+  // Lets MPI's progress engine see connections that closed first: a site
+  // that was stopped (SIGSTOP) while its peers left finds their sockets
+  // closed, and a send on one that MPI still thinks open aborts the process
+  // in Open MPI 4.1, where one it knows closed is only an error.
+  for (int i = 0; i < 20; ++i) {
+    int flag = 0;
+    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, old, &flag, MPI_STATUS_IGNORE);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   std::vector<unsigned char> others(N, 1);
   others[self] = 0;
   const auto context = [&](const char* kind, int attempt, std::size_t from) {
