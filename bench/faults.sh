@@ -37,7 +37,7 @@ work=$(mktemp -d)
 server_pid=
 cleanup() {
   [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null
-  pkill -9 -f "^$SITE " 2>/dev/null
+  pkill -9 -f "^$SITE c[0-9]" 2>/dev/null  # this matrix's sites only
   [[ -n ${KEEP_WORK:-} ]] && echo "kept $work" >&2 || rm -rf "$work"
 }
 trap cleanup EXIT

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <list>
+#include <memory>
 
 #include "comm/membership.h"
 #include "comm/membership_wire.h"
@@ -29,19 +31,45 @@ void Membership::open_door() {
   door_thread_ = std::thread([this] { door_loop(); });
 }
 
-// The door's thread: takes knocks as they come (a handshake of a few short
-// messages, each timed) and keeps the queued ones alive until a round
-// boundary admits them. It makes no MPI call.
+// The door's thread: takes knocks as they come, each handshake (a few
+// short messages, each timed) on a thread of its own, so a connection that
+// says nothing delays nobody else's; keeps the queued ones alive until a
+// round boundary admits them. It makes no MPI call.
 void Membership::door_loop() {
+  struct Handshake {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::list<Handshake> handshakes;
+  const auto reap = [&](bool all) {
+    for (auto h = handshakes.begin(); h != handshakes.end();) {
+      if (!all && !*h->done) {
+        ++h;
+        continue;
+      }
+      h->thread.join();
+      h = handshakes.erase(h);
+    }
+  };
   auto last_beat = Clock::now();
   while (!closing_) {
     DoorSocket socket = listener_->accept(0.2);
-    if (socket.open()) take_knock(std::move(socket));
+    reap(false);
+    // Past kDoorHandshakes at once (a flood), a connection is closed unheard.
+    if (socket.open() && handshakes.size() < kDoorHandshakes) {
+      auto done = std::make_shared<std::atomic<bool>>(false);
+      handshakes.push_back({std::thread([this, done, s = std::move(socket)]() mutable {
+                              take_knock(std::move(s));
+                              *done = true;
+                            }),
+                            done});
+    }
     if (since(last_beat) >= kKeepAliveS) {
       keep_alive();
       last_beat = Clock::now();
     }
   }
+  reap(true);  // closing_ cuts their waits short
 }
 
 void Membership::take_knock(DoorSocket socket) {

@@ -43,6 +43,8 @@ constexpr double kHandshakeS = 10.0;
 // How long the door's thread waits for a hello or a key proof from a site
 // that has proved nothing yet (while it waits, it takes no other knock).
 constexpr double kDoorReadS = 3.0;
+// How many handshakes the door runs at once (each on its own thread).
+constexpr std::size_t kDoorHandshakes = 16;
 // Doors are numbered by generation; a scan stops after this many missing.
 constexpr int kDoorGap = 8;
 

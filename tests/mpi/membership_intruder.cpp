@@ -3,6 +3,9 @@
 //     publishes the plain door name of GENERATION (anyone reaching the name
 //     server can) at its own TCP door and, for SECONDS, answers every knock
 //     with a challenge made without the key; prints the name in each hello.
+//   membership_intruder silent RUN COUNT SECONDS
+//     opens COUNT connections to the run's door 0 (its plain name) and says
+//     nothing on them for SECONDS (a slow or hostile client).
 //   membership_intruder relay PORT_FILE SECONDS
 //     plays a relay of a newcomer's join handshake that learned the port the
 //     door handed out (written to PORT_FILE): connects to it first, answers
@@ -19,6 +22,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "comm/door_socket.h"
 #include "comm/membership.h"
@@ -60,6 +64,21 @@ int hijack(const std::string& run, int generation, double seconds) {
   return 0;
 }
 
+int silent(const std::string& run, int count, double seconds) {
+  char endpoint[MPI_MAX_PORT_NAME] = {0};
+  const std::string name = "diloco-" + run + "-door-0";
+  if (MPI_Lookup_name(name.c_str(), MPI_INFO_NULL, endpoint) != MPI_SUCCESS) return 1;
+  std::vector<DoorSocket> held;
+  for (int i = 0; i < count; ++i) {
+    held.push_back(DoorSocket::connect(endpoint, 2.0));
+    if (!held.back().open()) return 1;
+  }
+  std::printf("intruder: %d silent connections open\n", count);
+  std::fflush(stdout);
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  return 0;
+}
+
 int relay(const std::string& port_file, double seconds) {
   signal(SIGALRM, give_up);
   alarm(static_cast<unsigned>(seconds));
@@ -98,7 +117,13 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return code;
   }
+  if (mode == "silent" && argc == 5) {
+    const int code = silent(argv[2], std::atoi(argv[3]), std::atof(argv[4]));
+    MPI_Finalize();
+    return code;
+  }
   if (mode == "relay" && argc == 4) return relay(argv[2], std::atof(argv[3]));
-  std::fprintf(stderr, "usage: %s hijack RUN GENERATION SECONDS | relay PORT_FILE SECONDS\n", argv[0]);
+  std::fprintf(stderr, "usage: %s hijack RUN GENERATION SECONDS | silent RUN COUNT SECONDS | relay PORT_FILE SECONDS\n",
+               argv[0]);
   return 2;
 }

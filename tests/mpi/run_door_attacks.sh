@@ -12,6 +12,8 @@
 #    is admitted.
 # 3. a keyed recovery (sealed alarms, views, roster): a site killed, the
 #    others go on, the site launched again rejoins.
+# 4. a dozen connections held silent at the door: a newcomer behind them is
+#    admitted (the door runs handshakes side by side).
 #   run_door_attacks.sh MPIRUN SITE_PROGRAM INTRUDER_PROGRAM
 set -uo pipefail
 MPIRUN=$1
@@ -21,7 +23,7 @@ work=$(mktemp -d)
 server_pid=
 cleanup() {
   [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null || true
-  pkill -9 -f "^$SITE " 2>/dev/null || true
+  pkill -9 -f "^$SITE (hij|rel|rec|sil) " 2>/dev/null || true  # this test's sites only
   pkill -9 -f "^$INTRUDER " 2>/dev/null || true
   rm -rf "$work"
 }
@@ -101,4 +103,19 @@ grep -q "joined late" "$work/rec-1-again.log" || fail "the relaunched keyed site
 for f in rec-0 rec-2 rec-1-again; do grep -q "^exit 0" "$work/$f.log" || fail "$f did not finish"; done
 grep -q "round 60 epoch .* sites 3" "$work/rec-0.log" || fail "the keyed group did not end with its three sites"
 pass "keyed recovery: sealed alarms and views agreed, the killed site rejoined"
+
+# 4. Connections that say nothing: 12 held open at the door (3 s each, one
+#    after another, would hold a door that took one handshake at a time for
+#    36 s, past the group's 18 s); a newcomer knocking behind them is
+#    admitted all the same.
+jobs_=()
+site sil-0 sil 0 60
+wait_for "$work/sil-0.log" "round 1 " 30 || fail "the founder did not start"
+launch silent "$INTRUDER" silent sil 12 25
+wait_for "$work/silent.log" "silent connections open" 20 || fail "the intruder could not open its connections"
+site sil-1 sil 1 60
+wait "${jobs_[0]}" "${jobs_[2]}"
+grep -q "joined late" "$work/sil-1.log" || fail "the newcomer behind the silent connections was not admitted"
+for i in 0 1; do grep -q "^exit 0" "$work/sil-$i.log" || fail "site $i did not finish"; done
+pass "12 silent connections at the door delayed nobody: the newcomer behind them was admitted"
 exit 0

@@ -16,7 +16,7 @@ work=$(mktemp -d)
 server_pid=
 cleanup() {
   [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null || true
-  pkill -9 -f "^$SITE " 2>/dev/null || true
+  pkill -9 -f "^$SITE (keeper|kill|model|pair|queue|stop) " 2>/dev/null || true  # this test's sites only
   rm -rf "$work"
 }
 trap cleanup EXIT
