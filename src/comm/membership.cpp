@@ -196,9 +196,16 @@ void Membership::wait_for_sites() {
       else if (size >= config_.expected_sites || (timed_out && size >= config_.min_sites)) decision = kStart;
       else if (timed_out) decision = kFail;
     }
-    broadcast_values(*leaders_, std::span<int>(&decision, 1), 0);
+    try {
+      decision = from_keeper(decision);
+      if (decision == kAdmitKnocks) admit(std::move(knocks));
+    } catch (const PeerLost& e) {  // a site lost before round 1: the others go on waiting without it
+      if (leaders_->rank() == 0) requeue(knocks, 0);  // (empty when admit() took them: it requeues its own)
+      recover(std::string("a loss before round 1 (") + e.what() + ")");
+      continue;
+    }
     if (decision == kAdmitKnocks) {
-      admit(std::move(knocks));
+      continue;
     } else if (decision == kStart) {
       started_ = true;
       // Marks the run as started, so a founder launched again later joins
@@ -215,12 +222,34 @@ void Membership::wait_for_sites() {
   }
 }
 
+// What rank 0 decided, learned in a sum every member takes part in (the
+// others add 0), so a member lost meanwhile is noticed by everyone (the
+// deadline) before anything depends on it, never inside MPI's accept.
+int Membership::from_keeper(int value) {
+  double v = leaders_->rank() == 0 ? value : 0.0;
+  leaders_->all_reduce_sum(std::span<double>(&v, 1));
+  return static_cast<int>(v);
+}
+
+// A member was lost before these knocks were told a port: they wait at the
+// door for the next admission, after the recovery (rank 0; a no-op elsewhere).
+void Membership::requeue(std::vector<Knock>& knocks, std::size_t from) {
+  std::lock_guard<std::mutex> lock(knocks_mutex_);
+  for (std::size_t k = knocks.size(); k-- > from;) knocks_.push_front(std::move(knocks[k]));
+  knocks.clear();
+}
+
 MembershipChange Membership::admit_waiting() {
   newcomers_.clear();
   std::vector<Knock> knocks;
   if (leaders_->rank() == 0) knocks = take_knocks();
-  int count = static_cast<int>(knocks.size());
-  broadcast_values(*leaders_, std::span<int>(&count, 1), 0);
+  int count = 0;
+  try {
+    count = from_keeper(static_cast<int>(knocks.size()));
+  } catch (const PeerLost&) {
+    requeue(knocks, 0);
+    throw;
+  }
   MembershipChange change;
   auto start = Clock::now();
   for (const auto& k : knocks) start = std::min(start, k.at);  // rank 0: since the first knock
@@ -258,14 +287,24 @@ std::vector<std::string> Membership::admit(std::vector<Knock> knocks) {
     std::lock_guard<std::mutex> lock(knocks_mutex_);
     refuse(k, refusal);
   }
-  int count = static_cast<int>(candidates.size());
-  broadcast_values(*leaders_, std::span<int>(&count, 1), 0);
+  int count = 0;
+  try {
+    count = from_keeper(static_cast<int>(candidates.size()));
+  } catch (const PeerLost&) {
+    requeue(candidates, 0);
+    throw;
+  }
   std::vector<std::string> names;
   for (int i = 0; i < count; ++i) {
     left_in_batch_ = count - i - 1;
-    if (const auto joined = admit_one(leaders_->rank() == 0 ? &candidates[static_cast<std::size_t>(i)] : nullptr);
-        !joined.empty())
-      names.push_back(joined);
+    try {
+      if (const auto joined = admit_one(leaders_->rank() == 0 ? &candidates[static_cast<std::size_t>(i)] : nullptr);
+          !joined.empty())
+        names.push_back(joined);
+    } catch (const PeerLost&) {
+      requeue(candidates, static_cast<std::size_t>(i) + 1);
+      throw;
+    }
   }
   return names;
 }
@@ -290,7 +329,12 @@ std::string Membership::admit_one(Knock* knock) {
       refused_.push_back(knock->hello.name + ": gave up or left before its admission");
     }
   }
-  broadcast_values(*leaders_, std::span<int>(&ready, 1), 0);
+  try {
+    ready = from_keeper(ready);
+  } catch (const PeerLost&) {  // the newcomer has the port: it gives up (exit 3) and is launched again
+    if (knock) MPI_Close_port(port);
+    throw;
+  }
   if (!ready) return "";
   MPI_Comm inter = MPI_COMM_NULL, merged = MPI_COMM_NULL;
   MPI_Comm old = leaders_->handle();
@@ -300,7 +344,7 @@ std::string Membership::admit_one(Knock* knock) {
   }
   if (config_.auth) {  // whoever connected must hold the handshake's session
     int proven = knock ? check_channel(inter, knock->session + port) : 0;
-    broadcast_values(*leaders_, std::span<int>(&proven, 1), 0);
+    proven = from_keeper(proven);
     if (!proven) {
       MPI_Comm_free(&inter);
       if (!knock) return "";
@@ -331,29 +375,5 @@ std::string Membership::admit_one(Knock* knock) {
   newcomers_.push_back(leaders_->size() - 1);
   return members_.back().name;
 }
-
-namespace wire {
-
-OverrunGuard::OverrunGuard(std::string what, double seconds) {
-  thread_ = std::thread([this, what = std::move(what), seconds] {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (done_.wait_for(lock, std::chrono::duration<double>(seconds), [this] { return finished_; })) return;
-    std::fprintf(stderr, "diloco: %s did not complete within %.0f s (a peer died in the middle of it); "
-                 "this site stops (exit 3) rather than hang\n", what.c_str(), seconds);
-    std::fflush(nullptr);
-    _exit(3);
-  });
-}
-
-OverrunGuard::~OverrunGuard() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    finished_ = true;
-  }
-  done_.notify_all();
-  thread_.join();
-}
-
-}  // namespace wire
 
 }  // namespace diloco::comm

@@ -186,6 +186,8 @@ class Membership {
   // Admits `knocks` (root's list; others pass empty): returns the names.
   std::vector<std::string> admit(std::vector<Knock> knocks);
   std::string admit_one(Knock* knock);
+  int from_keeper(int value);
+  void requeue(std::vector<Knock>& knocks, std::size_t from);
   // Keyed runs, right after accept/connect and before the merge: the keeper
   // checks that the party on `inter` holds the key and the handshake's
   // session (`session_port`: both nonces and the port); the newcomer proves

@@ -1,10 +1,14 @@
-// Binding the admission's MPI connection to the join handshake (keyed runs,
+// Guarding MPI's untimed calls (OverrunGuard), and binding the admission's
+// MPI connection to the join handshake (keyed runs,
 // docs/membership.md, "Admission"): the door hands the port to whoever
 // completed the handshake, but any party that learns the port (a relay of
 // the handshake) could connect first. So, after accept and before the
 // merge, the keeper sends a fresh nonce over the new connection and only a
 // party that answers it with the key, bound to the handshake's session and
 // the port, is merged; anyone else is dropped and the group goes on.
+#include <unistd.h>
+
+#include <cstdio>
 #include <thread>
 
 #include "comm/membership.h"
@@ -69,5 +73,29 @@ bool Membership::prove_channel(MPI_Comm inter, const std::string& session_port) 
   std::string nonce;
   return timed_recv(inter, nonce, 32, kHandshakeS) && send_now(inter, seal(kChannelLabel, session_port + nonce));
 }
+
+namespace wire {
+
+OverrunGuard::OverrunGuard(std::string what, double seconds) {
+  thread_ = std::thread([this, what = std::move(what), seconds] {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (done_.wait_for(lock, std::chrono::duration<double>(seconds), [this] { return finished_; })) return;
+    std::fprintf(stderr, "diloco: %s did not complete within %.0f s (a peer died in the middle of it); "
+                 "this site stops (exit 3) rather than hang\n", what.c_str(), seconds);
+    std::fflush(nullptr);
+    _exit(3);
+  });
+}
+
+OverrunGuard::~OverrunGuard() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    finished_ = true;
+  }
+  done_.notify_all();
+  thread_.join();
+}
+
+}  // namespace wire
 
 }  // namespace diloco::comm
