@@ -239,17 +239,22 @@ void Membership::requeue(std::vector<Knock>& knocks, std::size_t from) {
   knocks.clear();
 }
 
-MembershipChange Membership::admit_waiting() {
-  newcomers_.clear();
-  std::vector<Knock> knocks;
-  if (leaders_->rank() == 0) knocks = take_knocks();
-  int count = 0;
+// How many knocks rank 0 brings to an admission, learned by every member;
+// on a loss they wait at the door again.
+int Membership::count_from_keeper(std::vector<Knock>& knocks) {
   try {
-    count = from_keeper(static_cast<int>(knocks.size()));
+    return from_keeper(static_cast<int>(knocks.size()));
   } catch (const PeerLost&) {
     requeue(knocks, 0);
     throw;
   }
+}
+
+MembershipChange Membership::admit_waiting() {
+  newcomers_.clear();
+  std::vector<Knock> knocks;
+  if (leaders_->rank() == 0) knocks = take_knocks();
+  const int count = count_from_keeper(knocks);
   MembershipChange change;
   auto start = Clock::now();
   for (const auto& k : knocks) start = std::min(start, k.at);  // rank 0: since the first knock
@@ -287,13 +292,7 @@ std::vector<std::string> Membership::admit(std::vector<Knock> knocks) {
     std::lock_guard<std::mutex> lock(knocks_mutex_);
     refuse(k, refusal);
   }
-  int count = 0;
-  try {
-    count = from_keeper(static_cast<int>(candidates.size()));
-  } catch (const PeerLost&) {
-    requeue(candidates, 0);
-    throw;
-  }
+  const int count = count_from_keeper(candidates);
   std::vector<std::string> names;
   for (int i = 0; i < count; ++i) {
     left_in_batch_ = count - i - 1;

@@ -188,6 +188,7 @@ class Membership {
   std::string admit_one(Knock* knock);
   int from_keeper(int value);
   void requeue(std::vector<Knock>& knocks, std::size_t from);
+  int count_from_keeper(std::vector<Knock>& knocks);
   // Keyed runs, right after accept/connect and before the merge: the keeper
   // checks that the party on `inter` holds the key and the handshake's
   // session (`session_port`: both nonces and the port); the newcomer proves
