@@ -174,11 +174,11 @@ void print_what_if(const Recipe& recipe, const PlanInputs& in) {
       const auto& c = row.blocking;
       const char* mark = row.overhead ? " <- overhead" : (row.recipe ? " <- recipe" : "");
       std::printf("%-10s %-10s %7d %12.3f %12.3f %10.3f %12.0f %9.1f%% %9.1f%% %9.1f%%%s\n", name.c_str(),
-                  c.ring ? "ring" : "all_gather", c.H, c.round_s, c.sync_s, c.sync_s / c.round_s, c.bytes_per_round,
+                  c.ring ? "ring" : "all_gather", c.H, c.round_s, c.sync_s, c.exposed_s / c.round_s, c.bytes_per_round,
                   100.0 * c.utilization, 100.0 * row.delayed_utilization, 100.0 * row.streaming_utilization, mark);
     }
-  std::printf("round_s = H * step + sync_s + the round's report (or the probe's control time); share = sync_s /\n"
-              "round_s; bytes/round: all site leaders together;\n"
+  std::printf("round_s = H * step + sync_s + the round's report gather (or the probe's control time); share: the\n"
+              "last two over round_s; bytes/round: all site leaders together;\n"
               "util = compute share of a blocking round; delayed, streaming: the same with that overlap (streaming:\n"
               "%d fragments, each overlapping min(H/fragments, 5) steps). '<- overhead': smallest H meeting\n"
               "sync.target_comm_share.\n",

@@ -20,7 +20,7 @@ std::vector<std::string> goal_codecs(const std::string& recipe_codec) {
 }
 
 int overhead_H(const PlanInputs& in, const std::string& codec, double target_share) {
-  const double sync = evaluate(in, codec, "none", 1).sync_s;
+  const double sync = evaluate(in, codec, "none", 1).exposed_s;  // the exchange and the round's report
   const double f = target_share;
   const double h = std::ceil(sync * (1.0 - f) / (f * in.step_s));
   return static_cast<int>(std::clamp(h, static_cast<double>(in.h_min), static_cast<double>(in.h_max)));

@@ -26,8 +26,9 @@ std::vector<std::string> table_codecs(const std::string& recipe_codec);
 // when the recipe names it.
 std::vector<std::string> goal_codecs(const std::string& recipe_codec);
 
-// The smallest H in [h_min, h_max] whose blocking share of `codec`'s exchange
-// is at most `target_share`: H >= sync (1 - f) / (f step_s).
+// The smallest H in [h_min, h_max] whose blocking round spends at most
+// `target_share` communicating (the exchange and the round's report, T):
+// H >= T (1 - f) / (f step_s).
 int overhead_H(const PlanInputs& in, const std::string& codec, double target_share);
 
 // `codec`'s rows, by H.
