@@ -26,6 +26,36 @@ void hold_rest(Clock::time_point start, double seconds) {
   hold(seconds - std::chrono::duration<double>(Clock::now() - start).count());
 }
 
+// Max-min fair rates of the flows with bytes `left`, each crossing the two
+// resources `uses` names (of `capacity` bytes/s, 0 unlimited), by
+// progressive filling: the resource whose equal share is smallest fixes its
+// flows at that share, and again with what is left. -1: a flow that crosses
+// unlimited resources only.
+std::vector<double> fair_rates(const std::vector<double>& capacity, const std::vector<std::array<std::size_t, 2>>& uses,
+                               const std::vector<double>& left) {
+  const std::size_t resources = capacity.size();
+  std::vector<double> rate(left.size(), -1.0);
+  std::vector<double> room = capacity;
+  for (;;) {
+    std::vector<int> unfixed(resources, 0);
+    for (std::size_t f = 0; f < left.size(); ++f)
+      if (left[f] > 0.0 && rate[f] < 0.0)
+        for (std::size_t r : uses[f]) ++unfixed[r];
+    std::size_t tightest = resources;
+    for (std::size_t r = 0; r < resources; ++r)
+      if (unfixed[r] > 0 && capacity[r] > 0.0 &&
+          (tightest == resources || room[r] / unfixed[r] < room[tightest] / unfixed[tightest]))
+        tightest = r;
+    if (tightest == resources) return rate;
+    const double share = std::max(0.0, room[tightest] / unfixed[tightest]);
+    for (std::size_t f = 0; f < left.size(); ++f)
+      if (left[f] > 0.0 && rate[f] < 0.0 && (uses[f][0] == tightest || uses[f][1] == tightest)) {
+        rate[f] = share;
+        for (std::size_t r : uses[f]) room[r] -= share;
+      }
+  }
+}
+
 }  // namespace
 
 LinkEmulator::LinkEmulator(std::vector<SiteLink> sites, std::vector<LinkChange> schedule)
@@ -76,28 +106,7 @@ double LinkEmulator::flows_seconds(const std::vector<Flow>& flows) const {
   }
   double elapsed = 0.0, last = 0.0;  // the latest arrival: a flow's latency after its last byte left
   for (;;) {
-    // Max-min fair rates by progressive filling: the resource whose equal
-    // share is smallest fixes its flows at that share; repeat.
-    std::vector<double> rate(left.size(), -1.0);
-    std::vector<double> room = capacity;
-    for (;;) {
-      std::vector<int> unfixed(2 * n, 0);
-      for (std::size_t f = 0; f < left.size(); ++f)
-        if (left[f] > 0.0 && rate[f] < 0.0)
-          for (std::size_t r : uses[f]) ++unfixed[r];
-      std::size_t tightest = 2 * n;
-      for (std::size_t r = 0; r < 2 * n; ++r)
-        if (unfixed[r] > 0 && capacity[r] > 0.0 &&
-            (tightest == 2 * n || room[r] / unfixed[r] < room[tightest] / unfixed[tightest]))
-          tightest = r;
-      if (tightest == 2 * n) break;  // the flows left cross unlimited links only
-      const double share = std::max(0.0, room[tightest] / unfixed[tightest]);
-      for (std::size_t f = 0; f < left.size(); ++f)
-        if (left[f] > 0.0 && rate[f] < 0.0 && (uses[f][0] == tightest || uses[f][1] == tightest)) {
-          rate[f] = share;
-          for (std::size_t r : uses[f]) room[r] -= share;
-        }
-    }
+    const auto rate = fair_rates(capacity, uses, left);
     // Until the first flow ends; flows on unlimited links end at once.
     double step = -1.0;
     for (std::size_t f = 0; f < left.size(); ++f)

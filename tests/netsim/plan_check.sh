@@ -105,7 +105,10 @@ for name, p, m, tol in checks:
     print(f"| {name} | {p:.3f} | {m:.3f} | {m / p:.3f} | {earlier(name, m)} |")
     met &= abs(m / p - 1) <= tol
     sane &= 1 / 1.5 <= m / p <= 1.5
-print(f"| exchange (s) | {sync_s:.3f} | {exchange:.3f} | {exchange / sync_s:.3f} | {earlier('exchange (s)', exchange)} |")
+# The run's sync_s is its quickest leader's exchange: a late leader finds the
+# others' data partly on its way, so it is a floor under the exchange's time.
+print(f"| exchange, quickest leader (s) | {sync_s:.3f} | {exchange:.3f} | {exchange / sync_s:.3f} | "
+      f"{earlier('exchange (s)', exchange)} |")
 # Reported, not held to a target: a few percent of a round, where noise of a
 # few milliseconds is a large ratio.
 print(f"| exposed communication share | {exposed / round_s:.3f} | {share:.3f} | "
