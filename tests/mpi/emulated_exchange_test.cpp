@@ -1,6 +1,7 @@
 // A real exchange over emulated links with unequal per-site uplinks (4 sites
-// at 100, 50, 20 and 10 Mbit/s): its time, as the slowest site measured it,
-// against the planner's exchange model, for the all-gather and the ring.
+// at 100, 50, 20 and 10 Mbit/s): its time, as the slowest site measured it
+// (the fastest of 3), against the planner's exchange model, for the
+// all-gather and the ring.
 // Fails when the two disagree by more than 10%: the all-gather's n - 1
 // payloads over the slowest site's uplink are what a model of one payload
 // on the slowest pair misses (a third of the time here).
@@ -48,10 +49,15 @@ void check(outer::ExchangeAlgorithm algorithm, plan::AlgorithmSetting setting) {
   options.algorithm = algorithm;
   outer::Exchange exchange(leaders, compression::make_codec("int8"), options);
   const std::size_t values = 300'000;  // 0.3 MB of int8: about 0.75 s as an all-gather at 10 Mbit/s
-  std::vector<float> delta(values, 1e-3f * static_cast<float>(world->rank() + 1));
-  leaders.barrier();
-  const auto stats = exchange.average(delta, outer::SiteUpdate{}, 1);
-  const double measured = slowest(*world, stats.seconds);
+  // The fastest of 3 exchanges, each as its slowest site saw it: what is
+  // not the link (a rank descheduled on a busy machine) only ever adds.
+  double measured = 0.0;
+  for (int k = 1; k <= 3; ++k) {
+    std::vector<float> delta(values, 1e-3f * static_cast<float>(world->rank() + 1));
+    leaders.barrier();
+    const double seconds = slowest(*world, exchange.average(delta, outer::SiteUpdate{}, k).seconds);
+    measured = k == 1 ? seconds : std::min(measured, seconds);
+  }
   const auto codec = compression::make_codec("int8");
   plan::ExchangeShape shape;
   shape.values = values;
