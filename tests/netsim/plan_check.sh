@@ -15,7 +15,7 @@
 # PLAN_MBPS=100,50,20,10 shapes that many sites at those rates instead
 # (each site's uplink and downlink); PLAN_OLD_BIN=PATH also prints what an
 # earlier diloco binary's planner predicts for the same plan and run (the
-# exchange, and a blocking plan's round time and utilization).
+# exchange, the utilization, and a blocking plan's round time).
 source "$(dirname "$0")/../e2e/lib.sh"
 check=$(scripts/netsim --check); rc=$?
 if [[ $rc -eq 77 ]]; then echo "SKIP: $check"; exit 77; fi
@@ -75,8 +75,11 @@ if os.path.exists(sys.argv[4]):
         f = line.split()
         if len(f) >= 8 and f[0] == codec and f[2] == str(H):
             old = {"exchange (s)": float(f[4])}
+            # Its table: a blocking round's time, and each mode's utilization.
+            column = {"none": 7, "delayed": 8, "streaming": 9}[overlap]
+            old["utilization (slowest site)"] = float(f[column].rstrip("%")) / 100
             if overlap == "none":
-                old.update({"round time (s)": float(f[3]), "utilization (slowest site)": float(f[7].rstrip("%")) / 100})
+                old["round time (s)"] = float(f[3])
 # The last memory table is the recommended plan's; every rank of 1-rank sites leads.
 needs = [float(m) for m in re.findall(r"needs (\d+) MB of", plan.split("as flags:")[-1])] or \
         [float(m) for m in re.findall(r"needs (\d+) MB of", plan)]
