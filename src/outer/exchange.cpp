@@ -39,9 +39,11 @@ std::vector<std::vector<std::byte>> Exchange::timed_all_gather(std::span<const s
   auto all = leaders_.all_gather(mine);
   stats.transfer_seconds += seconds_since(start);
   stats.transfer_messages += 1;
+  // Every sender's uplink carries its payload to each of the n - 1 others:
+  // the largest payload's n - 1 copies are what the slowest uplink waits on.
   std::size_t largest = 0;
   for (const auto& p : all) largest = std::max(largest, p.size());
-  stats.critical_bytes += largest;
+  stats.critical_bytes += (all.size() - 1) * largest;
   return all;
 }
 
