@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The planner's memory model against runs. For each model, a site leader of
-# 2 sites x 1 rank on the fortunes corpus: the memory `diloco plan` predicts
+# 2 sites x 1 rank on the fortunes corpus (one row on 10 GB of token shards,
+# sparse files: read a window at a time, they cost what a small set does): the memory `diloco plan` predicts
 # in use against the peak RSS of `diloco train` with glibc made to return
 # freed blocks at once (MALLOC_MMAP_THRESHOLD_=131072: RSS then follows the
 # memory in use), and the peak RSS it predicts (with what glibc keeps of
@@ -15,15 +16,29 @@ quick=${1:-}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-# kind d_model layers heads seq_len batch codec precision
+# kind d_model layers heads seq_len batch codec precision [data]
 configs=("gpt 128 2 4 64 16 none fp32" "gpt 256 4 8 128 16 none fp32" "gpt 256 4 8 128 16 int8 fp32"
-         "gpt 256 4 8 128 16 none bf16" "llama 256 4 8 128 16 none fp32")
+         "gpt 256 4 8 128 16 none bf16" "llama 256 4 8 128 16 none fp32" "gpt 256 4 8 128 16 none fp32 shards10g")
 [[ $quick == --quick ]] || configs+=("gpt 384 6 6 256 8 none fp32" "llama 512 4 8 256 8 none fp32"
                                       "gpt 512 8 8 256 16 none fp32")
+# 10 llm.c shards of 1 GB of uint16 ids each, all 0: sparse, no disk used.
+shards10g() {
+  mkdir -p "$out/shards"
+  python3 - "$out/shards" <<'PY'
+import os, struct, sys
+for i in range(10):
+    count = 500_000_000
+    with open(os.path.join(sys.argv[1], f"shard_{i:06d}.bin"), "wb") as f:
+        f.write(struct.pack("<256i", 20240520, 1, count, *([0] * 253)))
+        f.truncate(1024 + 2 * count)
+PY
+}
 shape() {
-  read -r kind d L a T B codec prec <<< "$1"
+  read -r kind d L a T B codec prec data <<< "$1"
   echo "--set model.kind=$kind --set model.d_model=$d --set model.n_layers=$L --set model.n_heads=$a"\
        "--set model.seq_len=$T --set data.batch_size=$B --set compression.codec=$codec --set inner.precision=$prec"
+  [[ ${data:-} == shards10g ]] && echo "--set data.format=tokens --set data.paths=[\"$out/shards\"]"
+  return 0
 }
 peak_mb() {  # the summary's "peak RSS (largest rank)  N MB|GB" in MB
   awk '/peak RSS/ {print ($NF == "GB" ? $(NF-1) * 1000 : $(NF-1))}' "$1"
@@ -32,8 +47,9 @@ peak_mb() {  # the summary's "peak RSS (largest rank)  N MB|GB" in MB
 echo "| model | batch | precision | codec | predicted in use (MB) | measured, freed memory returned (MB) | ratio | predicted peak RSS (MB) | measured, glibc default (MB) | ratio |"
 echo "|---|---:|---|---|---:|---:|---:|---:|---:|---:|"
 for c in "${configs[@]}"; do
-  read -r -a sets <<< "$(shape "$c")"
-  read -r kind d L a T B codec prec <<< "$c"
+  read -r kind d L a T B codec prec data <<< "$c"
+  [[ ${data:-} == shards10g ]] && shards10g
+  read -r -a sets <<< "$(shape "$c" | tr '\n' ' ')"
   build/diloco plan recipes/quickstart.toml "${sets[@]}" --set topology.sites=2 --step-s 0.1 > "$out/plan.txt"
   rss=$(sed -n 's/.*a rank needs device + host: leader \([0-9]*\) MB.*/\1/p' "$out/plan.txt")
   in_use=$(sed -n 's/.*without what glibc keeps: leader \([0-9]*\) MB.*/\1/p' "$out/plan.txt")
@@ -47,7 +63,7 @@ for c in "${configs[@]}"; do
   read -r freed default <<< "$(peak_mb "$out/train-true.txt") $(peak_mb "$out/train-false.txt")"
   python3 -c "
 u, f, p, g = $in_use, $freed, $rss, $default
-print(f'| $kind d$d L$L T$T | $B | $prec | $codec | {u:.0f} | {f:.0f} | {f / u:.2f} | {p:.0f} | {g:.0f} | {g / p:.2f} |')"
+print(f'| $kind d$d L$L T$T${data:+, $data} | $B | $prec | $codec | {u:.0f} | {f:.0f} | {f / u:.2f} | {p:.0f} | {g:.0f} | {g / p:.2f} |')"
 done
 
 echo

@@ -641,19 +641,28 @@ def plan_check(q):
     rss = sum(1 for r in rows if abs(float(r[9]) - 1) <= 0.15)
     checks = []
     goals = ["bytes", "utilization=0.9", "time"]
-    for goal in goals:
-        shown = f"tests/netsim/plan_check.sh {goal}"
-        print(f"bench: {shown}", file=sys.stderr, flush=True)
-        e = dict(env(), DILOCO_BIN=os.path.join(ROOT, "build/diloco"), MPIRUN="mpirun", PLAN_TARGETS="1")
-        p = subprocess.run(["bash", "tests/netsim/plan_check.sh", goal], cwd=ROOT, env=e, capture_output=True, text=True)
-        if p.returncode == 77:
-            checks.append(f"goal {goal}: skipped ({p.stdout.strip()})")
-            continue
-        lines = p.stdout.splitlines()
-        plan = next((l for l in lines if l.startswith("plan: ")), "plan: none (see the test's output)")
-        table = "\n".join(l for l in lines if l.startswith("|"))
-        verdict = "within the targets" if p.returncode == 0 else "**outside a target** (or the run failed)"
-        checks.append(f"Goal `{goal}`, {plan[6:]}: {verdict}.\n\n{table}")
+    # 3 sites as before; then 4 sites with unequal uplinks, ring and
+    # all-gather, where a model of one payload on the slowest pair is wrong.
+    # PLAN_OLD_BIN (an earlier build) adds its predictions beside.
+    shapes = [("40,20,10", None)] + [("100,50,20,10", x) for x in ("ring", "all_gather")]
+    for mbps, exchange in shapes:
+        for goal in goals:
+            args = [goal] + (["--set", f"compression.exchange={exchange}"] if exchange else [])
+            shown = f"PLAN_MBPS={mbps} tests/netsim/plan_check.sh {' '.join(args)}"
+            print(f"bench: {shown}", file=sys.stderr, flush=True)
+            e = dict(env(), DILOCO_BIN=os.path.join(ROOT, "build/diloco"), MPIRUN="mpirun", PLAN_TARGETS="1",
+                     PLAN_MBPS=mbps)
+            p = subprocess.run(["bash", "tests/netsim/plan_check.sh"] + args, cwd=ROOT, env=e, capture_output=True,
+                               text=True)
+            where = f"{mbps} Mbit/s" + (f", compression.exchange = {exchange}" if exchange else "")
+            if p.returncode == 77:
+                checks.append(f"{where}, goal {goal}: skipped ({p.stdout.strip()})")
+                continue
+            lines = p.stdout.splitlines()
+            plan = next((l for l in lines if l.startswith("plan: ")), "plan: none (see the test's output)")
+            table = "\n".join(l for l in lines if l.startswith("|"))
+            verdict = "within the targets" if p.returncode == 0 else "**outside a target** (or the run failed)"
+            checks.append(f"{where}, goal `{goal}`, {plan[6:]}: {verdict}.\n\n{table}")
     return f"""## 12. The planner's predictions against runs (`bench/plan_memory.sh`, `tests/netsim/plan_check.sh`)
 
 Memory: for each model, what `diloco plan` predicts for a site leader (2
@@ -672,8 +681,10 @@ Command: `{' '.join(cmd)}`
 
 Target: within 15%: in use {in_use} of {len(rows)} models, peak RSS {rss} of {len(rows)} ({yes(in_use == rss == len(rows))}).
 
-Time: 3 sites as network namespaces (tc at 40, 20, 10 Mbit/s), one rank
-each on the 2 cores. `probe --all-ranks` times every rank's steps (all at
+Time: 3 sites as network namespaces (tc at 40, 20, 10 Mbit/s), then 4 (100,
+50, 20, 10 Mbit/s: each site's uplink and downlink) with the ring and the
+all-gather, one rank each on the 2 cores; "earlier planner" is a build
+before the per-site exchange model (PLAN_OLD_BIN), where given. `probe --all-ranks` times every rank's steps (all at
 once, each step kept) and measures every link; `plan --cluster --goal G`
 recommends a plan, a round's compute being the mean over windows of H steps
 of that round's slowest site (3 ranks on 2 cores take turns being slow),

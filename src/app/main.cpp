@@ -129,6 +129,61 @@ CommandLine parse_command(const std::string& command, int argc, char** argv, boo
   return cl;
 }
 
+int inspect_command(int argc, char** argv) {
+  if (argc != 3 || std::string(argv[2]).rfind("-", 0) == 0) {
+    if (argc == 3 && (std::string(argv[2]) == "--help" || std::string(argv[2]) == "-h")) {
+      std::cout << "usage: diloco inspect CHECKPOINT\nVerify a checkpoint folder and print what it holds; exit 0 if it verifies, 2 if not.\n";
+      return 0;
+    }
+    return input_error("usage: diloco inspect CHECKPOINT");
+  }
+  return diloco::app::run_inspect(argv[2]);
+}
+
+int devices_command(int argc, char** argv) {
+  if (argc != 2) {
+    const bool help = argc == 3 && (std::string(argv[2]) == "--help" || std::string(argv[2]) == "-h");
+    if (!help) return input_error("usage: diloco devices");
+    std::cout << "usage: diloco devices\nPrint how many CUDA devices libtorch sees and whether NCCL was built in.\n";
+    return 0;
+  }
+  std::cout << "cuda_devices " << diloco::inner::cuda_device_count() << "\n"
+            << "nccl " << (diloco::comm::nccl_built() ? "built" : "not built") << "\n";
+  return 0;
+}
+
+// `diloco check`: the model and the data as train would see them, then the
+// effective recipe.
+int check_command(const diloco::app::Recipe& recipe) {
+  const auto& m = recipe.model;
+  long long params = diloco::inner::parameter_count(m);
+  if (m.kind == diloco::inner::ModelKind::kTorchScript) {
+    // Load it and run the contract check train runs, before a job is queued.
+    try {
+      torch::manual_seed(0);
+      const auto model = diloco::inner::make_model(m);
+      params = 0;
+      for (const auto& named : model->named_parameters()) params += named.second.numel();
+    } catch (const diloco::inner::ModelError& e) {
+      return input_error(e.what());
+    }
+  }
+  const char* kinds[] = {"gpt", "llama", "torchscript"};
+  std::cerr << "model: " << kinds[static_cast<int>(m.kind)]
+            << (recipe.model_source.preset.empty() ? "" : " (preset " + recipe.model_source.preset + ")") << ", "
+            << params << " parameters (" << params / 1e6 << "M)\n";
+  // What train would refuse about the data, before a job is queued.
+  try {
+    const auto data = diloco::app::load_dataset(recipe, /*full_scan=*/true);
+    std::cerr << "data: " << data.description() << ", " << data.train().size() + data.eval().size() << " tokens ("
+              << data.eval().size() << " held out), every id below model.vocab = " << recipe.model.vocab << "\n";
+  } catch (const diloco::inner::DataError& e) {
+    return input_error(std::string("data: ") + e.what());
+  }
+  std::cout << diloco::app::to_toml(recipe);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -149,27 +204,8 @@ int main(int argc, char** argv) {
   if (command == "tokenize") return diloco::app::run_tokenize(argc, argv);
   if (command == "eval") return diloco::app::run_eval(argc, argv);
   if (command == "sample") return diloco::app::run_sample(argc, argv);
-  if (command == "inspect") {
-    if (argc != 3 || std::string(argv[2]).rfind("-", 0) == 0) {
-      if (argc == 3 && (std::string(argv[2]) == "--help" || std::string(argv[2]) == "-h")) {
-        std::cout << "usage: diloco inspect CHECKPOINT\nVerify a checkpoint folder and print what it holds; exit 0 if it verifies, 2 if not.\n";
-        return 0;
-      }
-      return input_error("usage: diloco inspect CHECKPOINT");
-    }
-    return diloco::app::run_inspect(argv[2]);
-  }
-  if (command == "devices") {
-    if (argc != 2) {
-      const bool help = argc == 3 && (std::string(argv[2]) == "--help" || std::string(argv[2]) == "-h");
-      if (!help) return input_error("usage: diloco devices");
-      std::cout << "usage: diloco devices\nPrint how many CUDA devices libtorch sees and whether NCCL was built in.\n";
-      return 0;
-    }
-    std::cout << "cuda_devices " << diloco::inner::cuda_device_count() << "\n"
-              << "nccl " << (diloco::comm::nccl_built() ? "built" : "not built") << "\n";
-    return 0;
-  }
+  if (command == "inspect") return inspect_command(argc, argv);
+  if (command == "devices") return devices_command(argc, argv);
   if (command != "train" && command != "check" && command != "probe" && command != "plan") return input_error("unknown command '" + command + "'\n" + kUsage);
 
   CommandLine cl;
@@ -193,35 +229,7 @@ int main(int argc, char** argv) {
     return input_error(std::string("recipe: ") + e.what());
   }
 
-  if (command == "check") {
-    const auto& m = recipe.model;
-    long long params = diloco::inner::parameter_count(m);
-    if (m.kind == diloco::inner::ModelKind::kTorchScript) {
-      // Load it and run the contract check train runs, before a job is queued.
-      try {
-        torch::manual_seed(0);
-        const auto model = diloco::inner::make_model(m);
-        params = 0;
-        for (const auto& named : model->named_parameters()) params += named.second.numel();
-      } catch (const diloco::inner::ModelError& e) {
-        return input_error(e.what());
-      }
-    }
-    const char* kinds[] = {"gpt", "llama", "torchscript"};
-    std::cerr << "model: " << kinds[static_cast<int>(m.kind)]
-              << (recipe.model_source.preset.empty() ? "" : " (preset " + recipe.model_source.preset + ")") << ", "
-              << params << " parameters (" << params / 1e6 << "M)\n";
-    // What train would refuse about the data, before a job is queued.
-    try {
-      const auto data = diloco::app::load_dataset(recipe, /*full_scan=*/true);
-      std::cerr << "data: " << data.description() << ", " << data.train().size() + data.eval().size() << " tokens ("
-                << data.eval().size() << " held out), every id below model.vocab = " << recipe.model.vocab << "\n";
-    } catch (const diloco::inner::DataError& e) {
-      return input_error(std::string("data: ") + e.what());
-    }
-    std::cout << diloco::app::to_toml(recipe);
-    return 0;
-  }
+  if (command == "check") return check_command(recipe);
   if (command == "probe") return diloco::app::run_probe(recipe, cl.all_ranks, &argc, &argv);
   if (command == "plan") return diloco::app::run_plan(recipe, {cl.links, cl.step_s, cl.cluster, cl.goal});
   return diloco::app::run_train(recipe, cl.resume, &argc, &argv);

@@ -5,7 +5,6 @@
 #include <optional>
 #include <string>
 
-#include "app/measure_model.h"
 #include "app/recipe.h"
 
 namespace diloco::app {

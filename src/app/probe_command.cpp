@@ -1,7 +1,8 @@
 // Link probing: the site split of `train`, the same emulated links, then
 // pairwise ping-pong and bulk transfers between site leaders; or, with
-// --all-ranks, every pair of ranks over the real network and every rank's
-// step time, written as a cluster file.
+// --all-ranks, every pair of ranks over the real network, then every rank's
+// step time with the site leaders' exchanges in bursts, written as a
+// cluster file.
 #include "app/probe_command.h"
 
 #include <unistd.h>
@@ -18,13 +19,12 @@
 #include <future>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <stdexcept>
 #include <thread>
 #include <utility>
 
-#include "app/cluster_file.h"
-#include "app/metrics_log.h"
-#include "app/plan_memory.h"
-#include "app/plan_command.h"
+#include "app/recipe_steps.h"
 #include "app/sites.h"
 #include "app/train_support.h"
 #include "comm/comm_thread.h"
@@ -32,6 +32,9 @@
 #include "comm/mpi_communicator.h"
 #include "comm/topology.h"
 #include "outer/exchange.h"
+#include "plan/measure/cluster_file.h"
+#include "plan/measure/cluster_measures.h"
+#include "plan/model/memory_model.h"
 
 namespace diloco::app {
 namespace {
@@ -49,20 +52,30 @@ struct OthersFailed {};  // another rank could not build the model or data
 
 // What a site leader's overlapped exchange does to its steps: a comm thread
 // (on a duplicated communicator that sleeps between tests, as training's)
-// runs the recipe's exchange (codec, algorithm) of a whole model's
-// pseudo-gradient among all ranks, back to back for a burst, then rests as
-// long as the burst took, and again. A burst lasts until every rank has had
-// 0.6 s or four of its steps, whichever is longer (each exchange timed, and
-// the small all-reduce after it); every rank runs the same
-// exchanges, and after each one (and each rest) all say whether their burst
-// is over and whether they were asked to stop: all stop when all were.
-class ExchangeBursts final : public BackgroundBursts {
+// runs the recipe's exchange (codec, algorithm, key) of a whole model's
+// pseudo-gradient among the site leaders, as training would, back to back
+// for a burst, then rests as long as the burst took, and again. A burst
+// lasts until every rank has had 0.6 s or four of its steps, whichever is
+// longer (each exchange timed, and the small all-reduce of all ranks after
+// it); after each exchange (and each rest) all ranks say whether their burst
+// is over and whether they were asked to stop: all stop when all were. The
+// other ranks of a site run no exchange but take part in every all-reduce,
+// so their steps are timed in the same bursts.
+class ExchangeBursts final : public plan::BackgroundBursts {
  public:
-  ExchangeBursts(comm::Communicator& world, const Recipe& recipe, std::size_t params, double step_s)
-      : burst_s_(std::max(0.6, 4.0 * step_s)),
-        comm_(world.duplicate()),
-        exchange_(*comm_, make_codec(recipe.compression), exchange_options(recipe)),
-        delta_(params) {
+  // `leaders`: the leaders' communicator on a leader, nullptr elsewhere.
+  ExchangeBursts(comm::Communicator& world, comm::Communicator* leaders, const Recipe& recipe, std::size_t params,
+                 double step_s)
+      : burst_s_(std::max(0.6, 4.0 * step_s)), comm_(world.duplicate()), delta_(leaders ? params : 0) {
+    if (leaders) {
+      leaders_ = leaders->duplicate();
+      auth_ = recipe.security.key_file.empty()
+                  ? nullptr
+                  : std::make_unique<comm::MessageAuth>(comm::MessageAuth::from_file(recipe.security.key_file));
+      auto options = exchange_options(recipe);
+      options.auth = auth_.get();
+      exchange_.emplace(*leaders_, make_codec(recipe.compression), options);
+    }
     for (std::size_t i = 0; i < delta_.size(); ++i)  // a pseudo-gradient's scale, different on every rank
       delta_[i] = 1e-3f * static_cast<float>((i * 2654435761u + static_cast<std::size_t>(comm_->rank()) * 97) % 2001) /
                       2000.0f - 5e-4f;
@@ -99,8 +112,10 @@ class ExchangeBursts final : public BackgroundBursts {
       const auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
       for (Agreed a{false, false}; !a.over;) {
         const auto t0 = std::chrono::steady_clock::now();
-        exchange_.average(delta_, outer::SiteUpdate{}, round++);
-        seconds_.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        if (exchange_) {
+          exchange_->average(delta_, outer::SiteUpdate{}, round++);
+          seconds_.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
         const auto t1 = std::chrono::steady_clock::now();
         a = agree(since() >= burst_s_);
         controls_.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
@@ -114,8 +129,10 @@ class ExchangeBursts final : public BackgroundBursts {
   }
 
   const double burst_s_;
-  std::unique_ptr<comm::Communicator> comm_;
-  outer::Exchange exchange_;
+  std::unique_ptr<comm::Communicator> comm_;     // all ranks: the burst agreements
+  std::unique_ptr<comm::Communicator> leaders_;  // the leaders: the exchanges
+  std::unique_ptr<comm::MessageAuth> auth_;
+  std::optional<outer::Exchange> exchange_;
   std::vector<float> delta_;
   std::vector<double> seconds_;   // each exchange's; read once the thread has finished
   std::vector<double> controls_;  // each all-reduce right after an exchange; likewise
@@ -125,42 +142,46 @@ class ExchangeBursts final : public BackgroundBursts {
   std::future<void> done_;
 };
 
-// Every rank times the recipe's step at once (as in training, where they
-// share the machines), then every pair of ranks is probed in rounds.
-int probe_all_ranks(const Recipe& recipe) {
-  auto world = comm::MpiCommunicator::world();
-  const int rank = world->rank();
-  const auto hosts = comm::gather_node_names(*world);
-  const auto launch = comm::discover_launch();
-  const auto device = inner::choose_device(recipe.devices.device, inner::cuda_device_count(), launch.local_rank);
-  ClusterNode mine;
+// This rank's host, device and memory, with MPI and libtorch up and no
+// model yet.
+plan::ClusterNode describe_rank(const Recipe& recipe, const std::vector<std::string>& hosts, int rank,
+                                inner::DeviceConfig& device) {
+  device = inner::choose_device(recipe.devices.device, inner::cuda_device_count(), comm::discover_launch().local_rank);
+  plan::ClusterNode mine;
   mine.rank = rank;
   mine.host = hosts[static_cast<std::size_t>(rank)];
   mine.device = device.cuda ? "cuda:" + std::to_string(device.index) : "cpu";
   mine.memory_bytes = usable_memory(device, hosts, rank);
   inner::warm_up_runtime(device);
-  mine.runtime_bytes = resident_bytes();  // MPI and libtorch up, no model yet
-  // Every rank learns whether any failed, so all stop together: once when
-  // the model and data are built (then all time their steps at once), again
-  // before the steps timed with exchanges in bursts (more than one rank),
-  // and once after the timing. A rank that fails before a line-up takes
-  // part in those left from here, so every rank joins each sum exactly once.
+  mine.runtime_bytes = plan::resident_bytes();
+  return mine;
+}
+
+// Every rank times the recipe's step at once (as in training, where they
+// share the machines), then again with the leaders' exchanges in bursts.
+// Every rank learns whether any failed, so all stop together: once when the
+// model and data are built, again before the steps timed with bursts (more
+// than one rank), and once after. A rank that fails before a line-up takes
+// part in those left from here, so every rank joins each sum exactly once.
+// Returns false when any rank failed (this one's error printed).
+bool time_steps(const Recipe& recipe, comm::Communicator& world, comm::Communicator* leaders,
+                const inner::DeviceConfig& device, plan::ClusterNode& mine) {
   std::string error;
-  const int line_ups = world->size() > 1 ? 2 : 1;
+  const int line_ups = world.size() > 1 ? 2 : 1;
   int lined_up = 0;
   bool others_failed = false;
   const auto line_up = [&](double failed) {
     ++lined_up;
-    world->all_reduce_sum(std::span<double>(&failed, 1));
+    world.all_reduce_sum(std::span<double>(&failed, 1));
     return failed > 0.0;
   };
-  std::function<std::unique_ptr<BackgroundBursts>(std::size_t, double)> bursts;
+  std::function<std::unique_ptr<plan::BackgroundBursts>(std::size_t, double)> bursts;
   if (line_ups > 1)
     bursts = [&](std::size_t params, double step_s) {
-      return std::make_unique<ExchangeBursts>(*world, recipe, params, step_s);
+      return std::make_unique<ExchangeBursts>(world, leaders, recipe, params, step_s);
     };
   try {
-    auto measured = measure_model(
+    auto measured = measure_recipe(
         recipe, device, /*time_steps=*/true, [&] { if (line_up(0.0)) throw OthersFailed{}; }, bursts);
     mine.step_s = measured.step_s;
     mine.steps = std::move(measured.steps);
@@ -171,54 +192,82 @@ int probe_all_ranks(const Recipe& recipe) {
     error = e.what();
   } catch (const inner::DataError& e) {
     error = std::string("data: ") + e.what();
+  } catch (const std::invalid_argument& e) {  // the key file
+    error = e.what();
   } catch (const OthersFailed&) {
     others_failed = true;
   }
   while (lined_up < line_ups) line_up(1.0);
   double failed = error.empty() && !others_failed ? 0.0 : 1.0;
-  world->all_reduce_sum(std::span<double>(&failed, 1));
-  if (failed > 0.0) {
-    if (!error.empty()) std::cerr << "diloco: error: rank " << rank << ": " << error << std::endl;
-    return 2;
+  world.all_reduce_sum(std::span<double>(&failed, 1));
+  if (!error.empty()) std::cerr << "diloco: error: rank " << world.rank() << ": " << error << std::endl;
+  return failed == 0.0;
+}
+
+std::vector<double> doubles_of(const std::vector<std::byte>& bytes) {
+  std::vector<double> out(bytes.size() / sizeof(double));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(double));
+  return out;
+}
+
+// Every rank's node, gathered on every rank (rank 0 writes them).
+std::vector<plan::ClusterNode> gather_nodes(comm::Communicator& world, const std::vector<std::string>& hosts,
+                                            const plan::ClusterNode& mine) {
+  const auto as_bytes = [](const std::vector<double>& v) { return std::as_bytes(std::span<const double>(v)); };
+  const auto numbers =
+      world.all_gather(as_bytes({mine.memory_bytes, mine.step_s, mine.runtime_bytes, mine.overlap_slowdown}));
+  const auto devices = world.all_gather(std::as_bytes(std::span<const char>(mine.device.data(), mine.device.size())));
+  const auto steps = world.all_gather(as_bytes(mine.steps));
+  const auto exchanges = world.all_gather(as_bytes(mine.exchanges));
+  const auto controls = world.all_gather(as_bytes(mine.controls));
+  std::vector<plan::ClusterNode> nodes;
+  for (std::size_t r = 0; r < numbers.size(); ++r) {
+    const auto v = doubles_of(numbers[r]);
+    const std::string device(reinterpret_cast<const char*>(devices[r].data()), devices[r].size());
+    nodes.push_back({static_cast<int>(r), hosts[r], device, v[0], v[1], v[2], doubles_of(steps[r]), v[3],
+                     doubles_of(exchanges[r]), doubles_of(controls[r])});
   }
-  std::vector<double> numbers{mine.memory_bytes, mine.step_s, mine.runtime_bytes, mine.overlap_slowdown};
-  const auto all_numbers = world->all_gather(std::as_bytes(std::span<const double>(numbers)));
-  std::vector<std::string> devices;
-  for (const auto& d : world->all_gather(std::as_bytes(std::span<const char>(mine.device.data(), mine.device.size()))))
-    devices.emplace_back(reinterpret_cast<const char*>(d.data()), d.size());
-  const auto all_steps = world->all_gather(std::as_bytes(std::span<const double>(mine.steps)));
-  const auto all_exchanges = world->all_gather(std::as_bytes(std::span<const double>(mine.exchanges)));
-  const auto all_controls = world->all_gather(std::as_bytes(std::span<const double>(mine.controls)));
-  Cluster cluster;
-  if (line_ups > 1) cluster.exchange_codec = recipe.compression.codec;
-  cluster.links = comm::probe_links(*world);
-  world->barrier();
-  if (rank != 0) return 0;
-  for (int r = 0; r < world->size(); ++r) {
-    double v[4];
-    std::memcpy(v, all_numbers[static_cast<std::size_t>(r)].data(), sizeof v);
-    const auto doubles = [r](const std::vector<std::vector<std::byte>>& all) {
-      const auto& bytes = all[static_cast<std::size_t>(r)];
-      std::vector<double> out(bytes.size() / sizeof(double));
-      std::memcpy(out.data(), bytes.data(), out.size() * sizeof(double));
-      return out;
-    };
-    cluster.nodes.push_back({r, hosts[static_cast<std::size_t>(r)], devices[static_cast<std::size_t>(r)], v[0], v[1],
-                             v[2], doubles(all_steps), v[3], doubles(all_exchanges), doubles(all_controls)});
+  return nodes;
+}
+
+void write_cluster(const Recipe& recipe, const plan::Cluster& cluster) {
+  for (const auto& n : cluster.nodes) {
     char overlap[48] = "not measured";
-    if (v[3] > 0.0) std::snprintf(overlap, sizeof overlap, "x%.3f", v[3]);
+    if (n.overlap_slowdown > 0.0) std::snprintf(overlap, sizeof overlap, "x%.3f", n.overlap_slowdown);
     std::printf("rank %-3d %-16s %-8s memory %8.2f GB  step %.4f s (%s with an exchange in flight)  runtime %.0f MB\n",
-                r, hosts[static_cast<std::size_t>(r)].c_str(), devices[static_cast<std::size_t>(r)].c_str(),
-                v[0] / 1e9, v[1], overlap, v[2] / 1e6);
+                n.rank, n.host.c_str(), n.device.c_str(), n.memory_bytes / 1e9, n.step_s, overlap,
+                n.runtime_bytes / 1e6);
   }
-  for (int a = 0; a < world->size(); ++a)
-    for (int b = a + 1; b < world->size(); ++b)
-      std::printf("ranks %d-%d: %.3f ms, %.1f Mbit/s\n", a, b, cluster.links[a][b].latency_s * 1e3,
-                  cluster.links[a][b].bandwidth_bytes_per_s * 8.0 / 1e6);
+  const auto& links = cluster.links;
+  for (std::size_t a = 0; a < links.size(); ++a)
+    for (std::size_t b = a + 1; b < links.size(); ++b)
+      std::printf("ranks %zu-%zu: %.3f ms, %.1f Mbit/s\n", a, b, links[a][b].latency_s * 1e3,
+                  links[a][b].bandwidth_bytes_per_s * 8.0 / 1e6);
   std::filesystem::create_directories(recipe.run.out_dir);
   const std::string path = recipe.run.out_dir + "/cluster.json";
-  std::ofstream(path) << cluster_json(cluster).dump(1) << "\n";
+  std::ofstream(path) << plan::cluster_json(cluster).dump(1) << "\n";
   std::printf("written to %s (diloco plan RECIPE --cluster %s)\n", path.c_str(), path.c_str());
+}
+
+// Every pair of ranks is probed in rounds first; the sites the plan will
+// form from those links (planned_sites) give the leaders whose exchanges
+// the steps are then timed beside.
+int probe_all_ranks(const Recipe& recipe) {
+  auto world = comm::MpiCommunicator::world();
+  const int rank = world->rank();
+  const auto hosts = comm::gather_node_names(*world);
+  inner::DeviceConfig device;
+  plan::ClusterNode mine = describe_rank(recipe, hosts, rank, device);
+  plan::Cluster cluster;
+  cluster.links = comm::probe_links(*world);
+  const auto sites = plan::planned_sites(cluster.links, recipe.topology.link_gap, recipe.topology.sites);
+  const bool leader = std::count(sites.leaders.begin(), sites.leaders.end(), rank) > 0;
+  auto leaders = world->split(leader ? 0 : -1, rank);
+  if (!time_steps(recipe, *world, leaders.get(), device, mine)) return 2;
+  cluster.nodes = gather_nodes(*world, hosts, mine);
+  if (world->size() > 1) cluster.exchange_codec = recipe.compression.codec;
+  world->barrier();
+  if (rank == 0) write_cluster(recipe, cluster);
   return 0;
 }
 
@@ -261,7 +310,7 @@ int run_probe(const Recipe& recipe, bool all_ranks, int* argc, char*** argv) {
     const std::string path = recipe.run.out_dir + "/links.json";
     nlohmann::ordered_json file;
     file["sites"] = n;
-    file["links"] = link_pairs_json(matrix);
+    file["links"] = plan::pairs_json(matrix);
     std::ofstream(path) << file.dump() << "\n";
     std::printf("written to %s\n", path.c_str());
     return 0;

@@ -21,9 +21,11 @@
 namespace diloco::app {
 namespace {
 
+// Where a key is set ("FILE:LINE" or the --set flag), for errors that name it.
+using Locate = std::function<std::string(const std::string& section, const std::string& name)>;
+
 // Throws for the first of `keys` ("section.name", set to something that
 // does not apply) that is set, naming it and saying why (`reason`).
-template <class Locate>
 void refuse_set(std::initializer_list<std::pair<const char*, bool>> keys, const Locate& locate,
                 const std::string& reason) {
   for (const auto& [dotted, set] : keys) {
@@ -36,7 +38,6 @@ void refuse_set(std::initializer_list<std::pair<const char*, bool>> keys, const 
 
 // topology.join = "rendezvous": each launch is one site of topology.sites,
 // trained by blocking DiLoCo (what a lost or late site can be fitted into).
-template <class Locate>
 void check_rendezvous(Recipe& r, const Locate& locate) {
   const bool rendezvous = r.topology.join == "rendezvous";
   auto& z = r.rendezvous;
@@ -115,7 +116,10 @@ void apply_override(toml::table& root, const std::string& flag, std::set<std::st
   overridden.insert(dotted);
 }
 
-Recipe validate(const toml::table& root, const std::string& source, const std::set<std::string>& overridden) {
+// Every key of the recipe through the key table (a preset first: its sizes,
+// then explicit model.* keys over them); unknown sections and keys are
+// refused with what is known.
+Recipe read_keys(const toml::table& root, const std::string& source, const std::set<std::string>& overridden) {
   Recipe r;
   r.data.paths = {kDefaultCorpus};
   // A preset sets the model's sizes first; explicit model.* keys then override.
@@ -150,17 +154,12 @@ Recipe validate(const toml::table& root, const std::string& source, const std::s
         throw RecipeError(where(node, overridden, dotted, source) + ": " + dotted + " " + problem);
     }
   }
-  // Checks that involve more than one key name the key a user would change.
-  auto locate = [&](const std::string& section, const std::string& name) {
-    const toml::node* n = root.at_path(section + "." + name).node();
-    return n ? where(*n, overridden, section + "." + name, source) : source;
-  };
-  r.topology.sites_given = root.at_path("topology.sites").node() != nullptr;
-  take_folder_architecture(
-      r, [&](const std::string& name) { return root.at_path("model." + name).node() != nullptr; },
-      [&](const std::string& name) { return locate("model", name); });
-  // Error feedback defaults on for lossy codecs (SparseLoCo, DeMo), off for fp32.
-  if (!r.compression.error_feedback) r.compression.error_feedback = r.compression.codec != "none";
+  return r;
+}
+
+// The sites and what is set per site: a cluster file, emulated links, the
+// slowed site.
+void check_sites(Recipe& r, const Locate& locate) {
   // With site_by = "node" or "links" and no topology.sites the launch decides
   // the count; the per-site keys are then checked when the sites are cut.
   const bool sites_known = r.topology.site_by == "block" || r.topology.sites_given;
@@ -184,6 +183,11 @@ Recipe validate(const toml::table& root, const std::string& source, const std::s
   if (sites_known && r.debug.slow_site >= r.topology.sites)
     throw RecipeError(locate("debug", "slow_site") + ": debug.slow_site names site " +
                       std::to_string(r.debug.slow_site) + "; sites are 0.." + std::to_string(r.topology.sites - 1));
+}
+
+// Streaming overlap's schedule and fragments, and the keys data parallelism
+// has no use for.
+void check_sync(Recipe& r, const Locate& locate) {
   if (r.sync.overlap == outer::OverlapMode::kStreaming) {
     if (r.sync.schedule_mode != outer::ScheduleMode::kFixed)
       throw RecipeError(locate("sync", "schedule") +
@@ -211,7 +215,10 @@ Recipe validate(const toml::table& root, const std::string& source, const std::s
                " does not apply to sync.mode = \"data-parallel\" (gradients are averaged every inner step, with no "
                "outer optimizer; sync.H only sets how many steps make one round of metrics)");
   }
-  check_rendezvous(r, locate);
+}
+
+// Where the steps and the outer state run, and H's bounds.
+void check_devices(Recipe& r, const Locate& locate) {
   if (r.devices.outer_state_on_device && r.devices.device == inner::DeviceSetting::kCuda)
     throw RecipeError(locate("outer", "state_device") +
                       ": outer.state_device = \"same\" is not possible with run.device = \"cuda\": the outer "
@@ -222,6 +229,10 @@ Recipe validate(const toml::table& root, const std::string& source, const std::s
   if (r.sync.h_min > r.sync.h_max)
     throw RecipeError(locate("sync", "h_min") + ": sync.h_min (" + std::to_string(r.sync.h_min) +
                       ") is above sync.h_max (" + std::to_string(r.sync.h_max) + ")");
+}
+
+// The architecture: heads, the keys a kind has no use for, a Llama's own checks.
+void check_model(Recipe& r, const Locate& locate) {
   if (r.model.d_model % r.model.n_heads != 0)
     throw RecipeError(locate("model", "n_heads") + ": model.n_heads must divide model.d_model (" +
                       std::to_string(r.model.n_heads) + " does not divide " + std::to_string(r.model.d_model) + ")");
@@ -256,6 +267,10 @@ Recipe validate(const toml::table& root, const std::string& source, const std::s
       throw RecipeError(locate("model", key) + ": " + why);
     }
   }
+}
+
+// The data keys a format has no use for, and a byte corpus's vocabulary.
+void check_data(Recipe& r, const Locate& locate) {
   // Data keys a format has no use for are refused when set, not ignored.
   const auto format = r.data.format;
   if (format != inner::DataFormat::kTokens && r.data.token_dtype != inner::TokenDtype::kAuto)
@@ -269,6 +284,27 @@ Recipe validate(const toml::table& root, const std::string& source, const std::s
   if (format == inner::DataFormat::kBytes && r.model.vocab < 256)
     throw RecipeError(locate("model", "vocab") + ": model.vocab (" + std::to_string(r.model.vocab) +
                       ") must be at least 256: the data are bytes (data.format = \"bytes\")");
+}
+
+Recipe validate(const toml::table& root, const std::string& source, const std::set<std::string>& overridden) {
+  Recipe r = read_keys(root, source, overridden);
+  // Checks that involve more than one key name the key a user would change.
+  const Locate locate = [&](const std::string& section, const std::string& name) {
+    const toml::node* n = root.at_path(section + "." + name).node();
+    return n ? where(*n, overridden, section + "." + name, source) : source;
+  };
+  r.topology.sites_given = root.at_path("topology.sites").node() != nullptr;
+  take_folder_architecture(
+      r, [&](const std::string& name) { return root.at_path("model." + name).node() != nullptr; },
+      [&](const std::string& name) { return locate("model", name); });
+  // Error feedback defaults on for lossy codecs (SparseLoCo, DeMo), off for fp32.
+  if (!r.compression.error_feedback) r.compression.error_feedback = r.compression.codec != "none";
+  check_sites(r, locate);
+  check_sync(r, locate);
+  check_rendezvous(r, locate);
+  check_devices(r, locate);
+  check_model(r, locate);
+  check_data(r, locate);
   return r;
 }
 

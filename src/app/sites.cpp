@@ -6,9 +6,10 @@
 #include <iostream>
 #include <string>
 
-#include "app/cluster_file.h"
 #include "comm/link_probe.h"
 #include "comm/site_partition.h"
+#include "plan/input_error.h"
+#include "plan/measure/cluster_file.h"
 
 namespace diloco::app {
 namespace {
@@ -28,14 +29,19 @@ comm::Topology topology_by_links(const TopologyConfig& t, comm::Communicator& wo
   std::vector<std::vector<double>> bandwidth;
   std::string source;
   if (!t.cluster.empty()) {
-    const Cluster cluster = read_cluster(t.cluster);  // every rank reads it, so all reach the same verdict
+    plan::Cluster cluster;
+    try {
+      cluster = plan::read_cluster(t.cluster);  // every rank reads it, so all reach the same verdict
+    } catch (const plan::InputError& e) {
+      throw RecipeError(e.what());
+    }
     if (static_cast<int>(cluster.nodes.size()) != world.size())
       throw RecipeError("topology.cluster " + t.cluster + " describes " + std::to_string(cluster.nodes.size()) +
                         " ranks; this launch has " + std::to_string(world.size()));
-    bandwidth = bandwidth_matrix(cluster.links);
+    bandwidth = plan::bandwidth_matrix(cluster.links);
     source = "from " + t.cluster;
   } else {
-    bandwidth = bandwidth_matrix(comm::probe_links(world, launch_probe()));  // the same matrix on every rank
+    bandwidth = plan::bandwidth_matrix(comm::probe_links(world, launch_probe()));  // the same matrix on every rank
     source = "measured at launch between all " + std::to_string(world.size()) + " ranks";
   }
   const auto p = comm::partition_by_links(bandwidth, t.link_gap);

@@ -63,6 +63,80 @@ int usage_error(const std::string& message, const std::string& help) {
   return 2;
 }
 
+// What is wrong with the options ("" when nothing is).
+std::string options_problem(const Options& o) {
+  if (o.inputs.empty() || o.out.empty()) return "needs input files and --out";
+  if (o.tokenizer.empty() == (o.train_vocab == 0)) return "give exactly one of --tokenizer MODEL and --train-vocab N";
+  if (o.train_vocab != 0 && (o.train_vocab < 300 || o.train_vocab > (1 << 22)))
+    return "--train-vocab must be in [300, 4194304] (the 256 byte pieces come first)";
+  if (o.model_type != "unigram" && o.model_type != "bpe") return "--model-type must be unigram or bpe";
+  if (o.shard_tokens < 1024 || o.shard_tokens > 0x7fffffffLL) return "--shard-tokens must be in [1024, 2147483647]";
+  return {};
+}
+
+struct Written {
+  std::uint64_t tokens = 0;
+  int shards = 0;
+};
+
+// Encodes `files` into shards of o.shard_tokens tokens in o.out.
+Written write_shards(const Options& o, const inner::Tokenizer& tokenizer, const std::vector<std::string>& files,
+                     std::uint64_t total_bytes) {
+  Progress progress(total_bytes);
+  std::vector<std::uint32_t> shard;
+  std::uint64_t done = 0;
+  Written w;
+  const auto flush = [&](std::size_t count) {
+    char name[32];
+    std::snprintf(name, sizeof name, "shard_%06d.bin", w.shards++);
+    inner::write_token_shard((fs::path(o.out) / name).string(), std::span<const std::uint32_t>(shard).first(count));
+    shard.erase(shard.begin(), shard.begin() + static_cast<std::ptrdiff_t>(count));
+  };
+  inner::for_each_text_file(files, [&](const std::string&, const std::string& text) {
+    const std::size_t before = shard.size();
+    tokenizer.encode(text, shard);
+    w.tokens += shard.size() - before;
+    while (shard.size() >= static_cast<std::size_t>(o.shard_tokens)) flush(static_cast<std::size_t>(o.shard_tokens));
+    done += text.size();
+    progress.update(done, w.tokens);
+  });
+  if (!shard.empty()) flush(shard.size());
+  progress.finish();
+  return w;
+}
+
+// The files, the tokenizer (trained first with --train-vocab), the shards.
+// Throws inner::DataError.
+void tokenize(const Options& o) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> files;
+  std::uint64_t total_bytes = 0;
+  inner::for_each_text_file(o.inputs, [&](const std::string& path, const std::string& text) {
+    files.push_back(path);
+    total_bytes += text.size();
+  });
+  std::error_code ec;
+  fs::create_directories(o.out, ec);
+  if (ec) throw inner::DataError("cannot create output folder " + o.out + ": " + ec.message());
+  std::string model = o.tokenizer;
+  if (o.train_vocab) {
+    std::cerr << "tokenize: training a " << o.train_vocab << "-piece " << o.model_type << " SentencePiece model on "
+              << files.size() << " files (" << human_bytes(static_cast<double>(total_bytes)) << ")\n";
+    inner::train_tokenizer({files, (fs::path(o.out) / "tokenizer").string(), o.train_vocab, o.model_type});
+    model = (fs::path(o.out) / "tokenizer.model").string();
+  }
+  const inner::Tokenizer tokenizer(model);
+  const Written w = write_shards(o, tokenizer, files, total_bytes);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("tokenize: %llu tokens in %d shard%s in %s (%.2f bytes/token, %s ids, tokenizer %s with %d pieces) "
+              "in %.1f s\n",
+              static_cast<unsigned long long>(w.tokens), w.shards, w.shards == 1 ? "" : "s", o.out.c_str(),
+              w.tokens ? static_cast<double>(total_bytes) / static_cast<double>(w.tokens) : 0.0,
+              tokenizer.vocab_size() <= 65536 ? "uint16" : "uint32", model.c_str(), tokenizer.vocab_size(), seconds);
+  std::printf("train on it with data.format = \"tokens\", data.paths = [\"%s\"], model.vocab = %d (or more)\n",
+              o.out.c_str(), tokenizer.vocab_size());
+}
+
 }  // namespace
 
 int run_tokenize(int argc, char** argv) {
@@ -89,64 +163,9 @@ int run_tokenize(int argc, char** argv) {
   } catch (const cxxopts::exceptions::exception& e) {
     return usage_error(e.what(), help);
   }
-  if (o.inputs.empty() || o.out.empty()) return usage_error("needs input files and --out", help);
-  if (o.tokenizer.empty() == (o.train_vocab == 0))
-    return usage_error("give exactly one of --tokenizer MODEL and --train-vocab N", help);
-  if (o.train_vocab != 0 && (o.train_vocab < 300 || o.train_vocab > (1 << 22)))
-    return usage_error("--train-vocab must be in [300, 4194304] (the 256 byte pieces come first)", help);
-  if (o.model_type != "unigram" && o.model_type != "bpe") return usage_error("--model-type must be unigram or bpe", help);
-  if (o.shard_tokens < 1024 || o.shard_tokens > 0x7fffffffLL)
-    return usage_error("--shard-tokens must be in [1024, 2147483647]", help);
-
-  const auto start = std::chrono::steady_clock::now();
+  if (const std::string problem = options_problem(o); !problem.empty()) return usage_error(problem, help);
   try {
-    std::vector<std::string> files;
-    std::uint64_t total_bytes = 0;
-    inner::for_each_text_file(o.inputs, [&](const std::string& path, const std::string& text) {
-      files.push_back(path);
-      total_bytes += text.size();
-    });
-    std::error_code ec;
-    fs::create_directories(o.out, ec);
-    if (ec) throw inner::DataError("cannot create output folder " + o.out + ": " + ec.message());
-    std::string model = o.tokenizer;
-    if (o.train_vocab) {
-      std::cerr << "tokenize: training a " << o.train_vocab << "-piece " << o.model_type << " SentencePiece model on "
-                << files.size() << " files (" << human_bytes(static_cast<double>(total_bytes)) << ")\n";
-      inner::train_tokenizer({files, (fs::path(o.out) / "tokenizer").string(), o.train_vocab, o.model_type});
-      model = (fs::path(o.out) / "tokenizer.model").string();
-    }
-    const inner::Tokenizer tokenizer(model);
-
-    Progress progress(total_bytes);
-    std::vector<std::uint32_t> shard;
-    std::uint64_t done = 0;
-    std::uint64_t tokens = 0;
-    int shards = 0;
-    const auto flush = [&](std::size_t count) {
-      char name[32];
-      std::snprintf(name, sizeof name, "shard_%06d.bin", shards++);
-      inner::write_token_shard((fs::path(o.out) / name).string(), std::span<const std::uint32_t>(shard).first(count));
-      shard.erase(shard.begin(), shard.begin() + static_cast<std::ptrdiff_t>(count));
-    };
-    inner::for_each_text_file(files, [&](const std::string&, const std::string& text) {
-      const std::size_t before = shard.size();
-      tokenizer.encode(text, shard);
-      tokens += shard.size() - before;
-      while (shard.size() >= static_cast<std::size_t>(o.shard_tokens)) flush(static_cast<std::size_t>(o.shard_tokens));
-      done += text.size();
-      progress.update(done, tokens);
-    });
-    if (!shard.empty()) flush(shard.size());
-    progress.finish();
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("tokenize: %llu tokens in %d shard%s in %s (%.2f bytes/token, %s ids, tokenizer %s with %d pieces) "
-                "in %.1f s\n",
-                static_cast<unsigned long long>(tokens), shards, shards == 1 ? "" : "s", o.out.c_str(),
-                tokens ? static_cast<double>(total_bytes) / static_cast<double>(tokens) : 0.0,
-                tokenizer.vocab_size() <= 65536 ? "uint16" : "uint32", model.c_str(), tokenizer.vocab_size(), seconds);
-    std::printf("train on it with data.format = \"tokens\", data.paths = [\"%s\"], model.vocab = %d (or more)\n",
-                o.out.c_str(), tokenizer.vocab_size());
+    tokenize(o);
   } catch (const inner::DataError& e) {
     std::cerr << "\ndiloco: error: tokenize: " << e.what() << std::endl;
     return 2;

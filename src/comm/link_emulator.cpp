@@ -2,6 +2,7 @@
 #include "comm/link_emulator.h"
 
 #include <algorithm>
+#include <array>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -23,6 +24,36 @@ void hold(double seconds) {
 // (4-8 ms on a 10 ms link, measured on a loaded 2-core machine).
 void hold_rest(Clock::time_point start, double seconds) {
   hold(seconds - std::chrono::duration<double>(Clock::now() - start).count());
+}
+
+// Max-min fair rates of the flows with bytes `left`, each crossing the two
+// resources `uses` names (of `capacity` bytes/s, 0 unlimited), by
+// progressive filling: the resource whose equal share is smallest fixes its
+// flows at that share, and again with what is left. -1: a flow that crosses
+// unlimited resources only.
+std::vector<double> fair_rates(const std::vector<double>& capacity, const std::vector<std::array<std::size_t, 2>>& uses,
+                               const std::vector<double>& left) {
+  const std::size_t resources = capacity.size();
+  std::vector<double> rate(left.size(), -1.0);
+  std::vector<double> room = capacity;
+  for (;;) {
+    std::vector<int> unfixed(resources, 0);
+    for (std::size_t f = 0; f < left.size(); ++f)
+      if (left[f] > 0.0 && rate[f] < 0.0)
+        for (std::size_t r : uses[f]) ++unfixed[r];
+    std::size_t tightest = resources;
+    for (std::size_t r = 0; r < resources; ++r)
+      if (unfixed[r] > 0 && capacity[r] > 0.0 &&
+          (tightest == resources || room[r] / unfixed[r] < room[tightest] / unfixed[tightest]))
+        tightest = r;
+    if (tightest == resources) return rate;
+    const double share = std::max(0.0, room[tightest] / unfixed[tightest]);
+    for (std::size_t f = 0; f < left.size(); ++f)
+      if (left[f] > 0.0 && rate[f] < 0.0 && (uses[f][0] == tightest || uses[f][1] == tightest)) {
+        rate[f] = share;
+        for (std::size_t r : uses[f]) room[r] -= share;
+      }
+  }
 }
 
 }  // namespace
@@ -49,13 +80,54 @@ SiteLink LinkEmulator::link(int site) const {
 }
 
 double LinkEmulator::transfer_seconds(int a, int b, std::size_t bytes) const {
-  const SiteLink x = link(a);
-  const SiteLink y = link(b);
-  const double latency = std::max(x.latency_ms, y.latency_ms) / 1000.0;
-  double bandwidth = 0.0;  // bytes per second; 0 = unlimited
-  for (double mbps : {x.bandwidth_mbps, y.bandwidth_mbps})
-    if (mbps > 0.0) bandwidth = bandwidth == 0.0 ? mbps * 1e6 / 8.0 : std::min(bandwidth, mbps * 1e6 / 8.0);
-  return latency + (bandwidth > 0.0 ? static_cast<double>(bytes) / bandwidth : 0.0);
+  return flows_seconds({{a, b, static_cast<double>(bytes)}});
+}
+
+double LinkEmulator::flows_seconds(const std::vector<Flow>& flows) const {
+  std::vector<SiteLink> links;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    links = current_;
+  }
+  const std::size_t n = links.size();
+  // Resources: site s's uplink is s, its downlink n + s; bytes per second,
+  // 0 for unlimited.
+  std::vector<double> capacity(2 * n);
+  for (std::size_t s = 0; s < n; ++s) capacity[s] = capacity[n + s] = links[s].bandwidth_mbps * 1e6 / 8.0;
+  std::vector<double> latency, left;
+  std::vector<std::array<std::size_t, 2>> uses;
+  for (const auto& f : flows) {
+    if (f.from < 0 || f.to < 0 || static_cast<std::size_t>(f.from) >= n || static_cast<std::size_t>(f.to) >= n)
+      throw std::invalid_argument("flow between sites " + std::to_string(f.from) + " and " + std::to_string(f.to) +
+                                  " of " + std::to_string(n));
+    latency.push_back(std::max(links[f.from].latency_ms, links[f.to].latency_ms) / 1000.0);
+    left.push_back(f.bytes);
+    uses.push_back({static_cast<std::size_t>(f.from), n + static_cast<std::size_t>(f.to)});
+  }
+  double elapsed = 0.0, last = 0.0;  // the latest arrival: a flow's latency after its last byte left
+  for (;;) {
+    const auto rate = fair_rates(capacity, uses, left);
+    // Until the first flow ends; flows on unlimited links end at once.
+    double step = -1.0;
+    for (std::size_t f = 0; f < left.size(); ++f)
+      if (left[f] > 0.0) {
+        const double t = rate[f] < 0.0 ? 0.0 : (rate[f] > 0.0 ? left[f] / rate[f] : -1.0);
+        if (t >= 0.0 && (step < 0.0 || t < step)) step = t;
+      }
+    if (step < 0.0) break;  // nothing left to move
+    elapsed += step;
+    for (std::size_t f = 0; f < left.size(); ++f) {
+      if (left[f] <= 0.0) continue;
+      left[f] = rate[f] < 0.0 ? 0.0 : left[f] - rate[f] * step;
+      if (left[f] < 1e-6) {
+        left[f] = 0.0;
+        last = std::max(last, latency[f] + elapsed);
+      }
+    }
+  }
+  for (std::size_t f = 0; f < flows.size(); ++f)
+    if (flows[f].bytes <= 0.0) last = std::max(last, latency[f]);
+  return last;
 }
 
 EmulatedCommunicator::EmulatedCommunicator(std::unique_ptr<Communicator> inner, std::shared_ptr<LinkEmulator> links)
@@ -82,9 +154,9 @@ void EmulatedCommunicator::sync_traffic() { traffic_ = inner_->traffic(); }
 double EmulatedCommunicator::ring_seconds(std::size_t bytes) const {
   const int n = size();
   if (n < 2) return 0.0;
-  double slowest = 0.0;
-  for (int r = 0; r < n; ++r) slowest = std::max(slowest, links_->transfer_seconds(r, (r + 1) % n, bytes / n));
-  return 2.0 * (n - 1) * slowest;
+  std::vector<Flow> step;
+  for (int r = 0; r < n; ++r) step.push_back({r, (r + 1) % n, static_cast<double>(bytes / n)});
+  return 2.0 * (n - 1) * links_->flows_seconds(step);
 }
 
 void EmulatedCommunicator::all_reduce_sum(std::span<float> data) {
@@ -112,24 +184,25 @@ std::unique_ptr<Work> EmulatedCommunicator::all_reduce_sum_async(std::span<float
 void EmulatedCommunicator::broadcast(std::span<std::byte> data, int root) {
   const auto start = Clock::now();
   inner_->broadcast(data, root);
-  double slowest = 0.0;
+  std::vector<Flow> flows;
   for (int r = 0; r < size(); ++r)
-    if (r != root) slowest = std::max(slowest, links_->transfer_seconds(root, r, data.size()));
-  hold_rest(start, slowest);
+    if (r != root) flows.push_back({root, r, static_cast<double>(data.size())});
+  hold_rest(start, links_->flows_seconds(flows));
   sync_traffic();
 }
 
 std::vector<std::vector<std::byte>> EmulatedCommunicator::all_gather(std::span<const std::byte> mine) {
   const auto start = Clock::now();
   auto all = inner_->all_gather(mine);
-  // Every site sends its buffer to every other at once; all sites know every
-  // size now, so each completes its link time counted from when it entered
-  // (the last site to arrive: from when the data could first have left).
-  double slowest = 0.0;
+  // Every site sends its buffer to every other at once, n - 1 copies over
+  // its uplink; all sites know every size now, so each completes the
+  // flows' time counted from when it entered (the last site to arrive: from
+  // when the data could first have left).
+  std::vector<Flow> flows;
   for (int from = 0; from < size(); ++from)
     for (int to = 0; to < size(); ++to)
-      if (from != to) slowest = std::max(slowest, links_->transfer_seconds(from, to, all[from].size()));
-  hold_rest(start, slowest);
+      if (from != to) flows.push_back({from, to, static_cast<double>(all[from].size())});
+  hold_rest(start, links_->flows_seconds(flows));
   sync_traffic();
   return all;
 }

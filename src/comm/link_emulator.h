@@ -1,7 +1,11 @@
 // Emulated wide-area links between sites, applied inside a communicator so that
-// every measured time (probe, exchange, metrics) really reflects them. Links
-// are modelled as t(S) = latency + S / bandwidth (Hockney); the link between
-// two sites takes the larger latency and the smaller bandwidth of the two.
+// every measured time (probe, exchange, metrics) really reflects them. Each
+// site has its own access link, an uplink and a downlink of its bandwidth
+// (each way, as scripts/netsim shapes a namespace): a message between two
+// sites takes the larger latency of the two, and the messages a collective
+// moves at once share each site's uplink and downlink as TCP flows share a
+// bottleneck (max-min fair), so an all-gather's n - 1 copies of a payload
+// queue on the sender's uplink as they do on a real link.
 #pragma once
 
 #include <chrono>
@@ -15,7 +19,7 @@ namespace diloco::comm {
 
 struct SiteLink {
   double latency_ms = 0.0;
-  double bandwidth_mbps = 0.0;  // 0: unlimited
+  double bandwidth_mbps = 0.0;  // each way: the uplink's and the downlink's; 0: unlimited
 };
 
 // From `round` on, `site`'s link becomes `link` (a degradation or recovery).
@@ -25,6 +29,14 @@ struct LinkChange {
   SiteLink link;
 };
 
+// `bytes` from site `from` to site `to`, moving at the same time as the
+// other flows of one collective.
+struct Flow {
+  int from = 0;
+  int to = 0;
+  double bytes = 0.0;
+};
+
 class LinkEmulator {
  public:
   LinkEmulator(std::vector<SiteLink> sites, std::vector<LinkChange> schedule);
@@ -32,8 +44,13 @@ class LinkEmulator {
   // Applies the schedule's changes for rounds <= `round`.
   void set_round(int round);
 
-  // Seconds to move `bytes` from site a to site b.
+  // Seconds to move `bytes` from site a to site b (alone on both links).
   double transfer_seconds(int a, int b, std::size_t bytes) const;
+  // Seconds until the last of `flows`, started together, has arrived: each
+  // flow's pair latency after its last byte has gone, with each site's
+  // uplink shared by what it sends and its downlink by what it receives,
+  // max-min fair (progressive filling, shared anew as flows end).
+  double flows_seconds(const std::vector<Flow>& flows) const;
   SiteLink link(int site) const;
   int sites() const { return static_cast<int>(initial_.size()); }
 
@@ -73,7 +90,8 @@ class EmulatedCommunicator final : public Communicator {
 
  private:
   void sync_traffic();
-  // The slowest of the transfers a ring all-reduce of `bytes` makes.
+  // A ring all-reduce of `bytes`: 2 (n - 1) steps of every site sending a
+  // 1/n chunk to the next.
   double ring_seconds(std::size_t bytes) const;
 
   std::unique_ptr<Communicator> inner_;

@@ -12,6 +12,7 @@
 
 #include "outer/clock.h"
 #include "outer/pseudo_gradient.h"
+#include "plan/model/exchange_cost.h"
 
 namespace diloco::outer {
 namespace {
@@ -38,9 +39,11 @@ std::vector<std::vector<std::byte>> Exchange::timed_all_gather(std::span<const s
   auto all = leaders_.all_gather(mine);
   stats.transfer_seconds += seconds_since(start);
   stats.transfer_messages += 1;
+  // Every sender's uplink carries its payload to each of the n - 1 others:
+  // the largest payload's n - 1 copies are what the slowest uplink waits on.
   std::size_t largest = 0;
   for (const auto& p : all) largest = std::max(largest, p.size());
-  stats.critical_bytes += largest;
+  stats.critical_bytes += (all.size() - 1) * largest;
   return all;
 }
 
@@ -60,14 +63,15 @@ void Exchange::set_residual(std::span<const float> residual) {
   feedback_->set_residual(residual);
 }
 
+// The planner's exchange model decides, so a plan and the run it predicts
+// take the same algorithm.
 ExchangeAlgorithm Exchange::choose(std::size_t count) const {
   if (options_.algorithm != ExchangeAlgorithm::kAuto) return options_.algorithm;
-  if (options_.auth) return ExchangeAlgorithm::kAllGather;  // a forged message is left out alone
-  const auto n = static_cast<std::size_t>(leaders_.size());
-  if (n < 3) return ExchangeAlgorithm::kAllGather;  // a ring of 2 sends the same bytes, with extra rounding
-  const std::size_t gather_bytes = (n - 1) * codec_->payload_size(count);
-  const std::size_t ring_bytes = 2 * (n - 1) * codec_->payload_size((count + n - 1) / n);
-  return ring_bytes < gather_bytes ? ExchangeAlgorithm::kRing : ExchangeAlgorithm::kAllGather;
+  const int n = leaders_.size();
+  const auto chunk = (count + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(std::max(n, 1));
+  const auto a = plan::choose_algorithm(plan::AlgorithmSetting::kAuto, n, options_.auth != nullptr,
+                                        codec_->payload_size(count), codec_->payload_size(chunk));
+  return a == plan::Algorithm::kRing ? ExchangeAlgorithm::kRing : ExchangeAlgorithm::kAllGather;
 }
 
 const char* to_string(Exclusion reason) {

@@ -103,7 +103,8 @@ struct ExchangeStats {
   double agree_seconds = 0.0;
   // The payload transfers alone (no encoding), for the passive link estimate:
   // their time, how many went in sequence and the bytes on that critical path
-  // (the largest message of each).
+  // (a ring hop's larger message; an all-gather's largest payload n - 1
+  // times, as its sender's uplink carries it).
   double transfer_seconds = 0.0;
   int transfer_messages = 0;
   std::uint64_t critical_bytes = 0;

@@ -24,7 +24,7 @@
 
 #include "comm/link_probe.h"
 
-namespace diloco::app {
+namespace diloco::plan {
 
 struct ClusterNode {
   int rank = 0;
@@ -47,19 +47,22 @@ struct Cluster {
 
 // Pair links in the form links.json and the cluster file share: every pair of
 // `count` members (`members`: "sites" or "ranks") exactly once, numbers >= 0.
-// `where` names the file for errors. Throws RecipeError naming the file and
+// `where` names the file for errors. Throws InputError naming the file and
 // the field.
 std::vector<std::vector<comm::LinkEstimate>> parse_link_pairs(const nlohmann::json& links, int count,
                                                               const std::string& where, const char* members);
 
 // Reads and checks a cluster file: not JSON, a missing or mistyped field, a
 // rank given twice or missing, a negative or non-finite number, a pair given
-// twice or missing: RecipeError naming the file and the field.
+// twice or missing: InputError naming the file and the field.
 Cluster read_cluster(const std::string& path);
 
 nlohmann::ordered_json cluster_json(const Cluster& cluster);
 
+// Every pair (a < b) once, as links.json and the cluster file hold them.
+nlohmann::ordered_json pairs_json(const std::vector<std::vector<comm::LinkEstimate>>& links);
+
 // Bandwidth in bytes/s between every pair of ranks (0: too fast to measure).
 std::vector<std::vector<double>> bandwidth_matrix(const std::vector<std::vector<comm::LinkEstimate>>& links);
 
-}  // namespace diloco::app
+}  // namespace diloco::plan

@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "app/plan_memory.h"
+#include "plan/model/memory_model.h"
 
-using namespace diloco::app;
+using namespace diloco::plan;
 using diloco::inner::ModelConfig;
 using diloco::inner::ModelKind;
 
@@ -128,16 +128,22 @@ TEST(PlanMemoryTest, AdviceNamesTheLargestBatchThatFits) {
   EXPECT_NE(bf16.find("inner.precision = \"bf16\" fits"), std::string::npos) << bf16;
 }
 
-TEST(PlanMemoryTest, DataBytesAreFourBytesATextByteAndTheShardsSize) {
+TEST(PlanMemoryTest, DataBytesAreFourBytesATextByteAndShardsOnlyTheirReadBuffers) {
   const auto dir = std::filesystem::temp_directory_path() / "plan_memory_test_data";
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "a.txt") << std::string(1000, 'a');
   std::ofstream(dir / "b.txt") << std::string(500, 'b');
-  EXPECT_DOUBLE_EQ(data_bytes_of({dir.string()}, false), 6000.0);
-  EXPECT_DOUBLE_EQ(data_bytes_of({(dir / "a.txt").string()}, true), 1000.0);
+  EXPECT_DOUBLE_EQ(data_bytes_of({dir.string()}, false, 8, 64), 6000.0);
+  // Shards are read with pread a window at a time: a descriptor per file and
+  // 8 windows of 65 ids (as read, at most 4 bytes, and as int64).
+  const double buffers = 8 * 65 * 12.0;
+  EXPECT_DOUBLE_EQ(data_bytes_of({(dir / "a.txt").string()}, true, 8, 64), 256.0 + buffers);
   std::ofstream(dir / "s.bin") << std::string(300, 's');
-  EXPECT_DOUBLE_EQ(data_bytes_of({dir.string()}, true), 300.0);  // a shard folder: its *.bin files
-  EXPECT_DOUBLE_EQ(data_bytes_of({(dir / "missing").string()}, true), 0.0);
+  EXPECT_DOUBLE_EQ(data_bytes_of({dir.string()}, true, 8, 64), 256.0 + buffers);  // a folder: its *.bin files
+  // 10 GB of shards (sparse: no disk used) cost what 300 bytes do.
+  std::filesystem::resize_file(dir / "s.bin", 10'000'000'000);
+  EXPECT_DOUBLE_EQ(data_bytes_of({dir.string()}, true, 8, 64), 256.0 + buffers);
+  EXPECT_DOUBLE_EQ(data_bytes_of({(dir / "missing").string()}, true, 8, 64), buffers);
   std::filesystem::remove_all(dir);
   EXPECT_GT(resident_bytes(), 0.0);
 }

@@ -1,36 +1,35 @@
 // Reading and writing the cluster file, with nlohmann-json.
-#include "app/cluster_file.h"
+#include "plan/measure/cluster_file.h"
 
 #include <algorithm>
 #include <cmath>
 #include <fstream>
 
-#include "app/metrics_log.h"
-#include "app/recipe.h"
+#include "plan/input_error.h"
 
-namespace diloco::app {
+namespace diloco::plan {
 namespace {
 
 using Json = nlohmann::json;
 
 double number_at(const Json& object, const char* key, const std::string& at) {
   if (!object.is_object() || !object.contains(key) || !object[key].is_number())
-    throw RecipeError(at + ": missing number \"" + key + "\"");
+    throw InputError(at + ": missing number \"" + key + "\"");
   const double v = object[key].get<double>();
-  if (!std::isfinite(v) || v < 0.0) throw RecipeError(at + "." + key + " must be a number >= 0");
+  if (!std::isfinite(v) || v < 0.0) throw InputError(at + "." + key + " must be a number >= 0");
   return v;
 }
 
 int index_at(const Json& object, const char* key, const std::string& at, int count, const char* what) {
   const double v = number_at(object, key, at);
   if (v != std::floor(v) || v >= count)
-    throw RecipeError(at + "." + key + " = " + object[key].dump() + " is not a " + what + " (0.." +
+    throw InputError(at + "." + key + " = " + object[key].dump() + " is not a " + what + " (0.." +
                       std::to_string(count - 1) + ")");
   return static_cast<int>(v);
 }
 
 std::string string_at(const Json& object, const char* key, const std::string& at) {
-  if (!object.contains(key) || !object[key].is_string()) throw RecipeError(at + ": missing string \"" + key + "\"");
+  if (!object.contains(key) || !object[key].is_string()) throw InputError(at + ": missing string \"" + key + "\"");
   return object[key].get<std::string>();
 }
 
@@ -39,12 +38,12 @@ std::string string_at(const Json& object, const char* key, const std::string& at
 std::vector<double> duration_series(const Json& node, const char* key, const std::string& at, const std::string& what) {
   std::vector<double> out;
   if (!node.contains(key)) return out;
-  if (!node[key].is_array()) throw RecipeError(at + "." + key + " must be an array of " + what + "s (s)");
+  if (!node[key].is_array()) throw InputError(at + "." + key + " must be an array of " + what + "s (s)");
   for (std::size_t k = 0; k < node[key].size(); ++k) {
     const auto& v = node[key][k];
     const double t = v.is_number() ? v.get<double>() : -1.0;
     if (!std::isfinite(t) || t <= 0.0)
-      throw RecipeError(at + "." + key + "[" + std::to_string(k) + "] must be a" + (std::string("aeiou").find(what[0]) != std::string::npos ? "n " : " ") + what + " > 0 (s)");
+      throw InputError(at + "." + key + "[" + std::to_string(k) + "] must be a" + (std::string("aeiou").find(what[0]) != std::string::npos ? "n " : " ") + what + " > 0 (s)");
     out.push_back(t);
   }
   return out;
@@ -54,7 +53,7 @@ std::vector<double> duration_series(const Json& node, const char* key, const std
 
 std::vector<std::vector<comm::LinkEstimate>> parse_link_pairs(const Json& links, int count, const std::string& where,
                                                               const char* members) {
-  if (!links.is_array()) throw RecipeError(where + ": \"links\" must be an array");
+  if (!links.is_array()) throw InputError(where + ": \"links\" must be an array");
   std::vector<std::vector<comm::LinkEstimate>> m(count, std::vector<comm::LinkEstimate>(count));
   std::vector<std::vector<bool>> seen(count, std::vector<bool>(count, false));
   int index = 0;
@@ -63,31 +62,31 @@ std::vector<std::vector<comm::LinkEstimate>> parse_link_pairs(const Json& links,
     const std::string one = std::string(members).substr(0, std::string(members).size() - 1);  // "sites" -> "site"
     const int a = index_at(link, "a", at, count, one.c_str());
     const int b = index_at(link, "b", at, count, one.c_str());
-    if (a == b) throw RecipeError(at + ": a and b are both " + std::to_string(a));
-    if (seen[a][b]) throw RecipeError(at + ": pair (" + std::to_string(a) + ", " + std::to_string(b) + ") given twice");
+    if (a == b) throw InputError(at + ": a and b are both " + std::to_string(a));
+    if (seen[a][b]) throw InputError(at + ": pair (" + std::to_string(a) + ", " + std::to_string(b) + ") given twice");
     seen[a][b] = seen[b][a] = true;
     const comm::LinkEstimate e{number_at(link, "latency_ms", at) / 1000.0,
                                number_at(link, "bandwidth_mbps", at) * 1e6 / 8.0};
     m[a][b] = m[b][a] = e;
   }
   if (index != count * (count - 1) / 2)
-    throw RecipeError(where + ": " + std::to_string(index) + " pairs for " + std::to_string(count) + " " + members +
+    throw InputError(where + ": " + std::to_string(index) + " pairs for " + std::to_string(count) + " " + members +
                       " (every pair once: " + std::to_string(count * (count - 1) / 2) + ")");
   return m;
 }
 
 Cluster read_cluster(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw RecipeError(path + ": cannot read the cluster file");
+  if (!in) throw InputError(path + ": cannot read the cluster file");
   Json doc;
   try {
     doc = Json::parse(in);
   } catch (const Json::parse_error& e) {
-    throw RecipeError(path + ": not JSON (" + e.what() + ")");
+    throw InputError(path + ": not JSON (" + e.what() + ")");
   }
   if (!doc.is_object() || !doc.contains("nodes") || !doc["nodes"].is_array() || doc["nodes"].empty())
-    throw RecipeError(path + ": needs a non-empty \"nodes\" array (as diloco probe --all-ranks writes it)");
-  if (!doc.contains("links")) throw RecipeError(path + ": needs a \"links\" array");
+    throw InputError(path + ": needs a non-empty \"nodes\" array (as diloco probe --all-ranks writes it)");
+  if (!doc.contains("links")) throw InputError(path + ": needs a \"links\" array");
   const int count = static_cast<int>(doc["nodes"].size());
   Cluster c;
   c.nodes.resize(static_cast<std::size_t>(count));
@@ -95,9 +94,9 @@ Cluster read_cluster(const std::string& path) {
   for (int i = 0; i < count; ++i) {
     const auto& node = doc["nodes"][static_cast<std::size_t>(i)];
     const std::string at = path + ": nodes[" + std::to_string(i) + "]";
-    if (!node.is_object()) throw RecipeError(at + " is not an object");
+    if (!node.is_object()) throw InputError(at + " is not an object");
     const int rank = index_at(node, "rank", at, count, "rank of the nodes listed");
-    if (seen[rank]) throw RecipeError(at + ".rank: rank " + std::to_string(rank) + " given twice");
+    if (seen[rank]) throw InputError(at + ".rank: rank " + std::to_string(rank) + " given twice");
     seen[rank] = true;
     ClusterNode& n = c.nodes[static_cast<std::size_t>(rank)];
     n.rank = rank;
@@ -105,15 +104,15 @@ Cluster read_cluster(const std::string& path) {
     n.device = string_at(node, "device", at);
     n.memory_bytes = number_at(node, "memory_bytes", at);
     n.step_s = number_at(node, "step_s", at);
-    if (n.memory_bytes <= 0.0) throw RecipeError(at + ".memory_bytes must be > 0");
-    if (n.step_s <= 0.0) throw RecipeError(at + ".step_s must be > 0");
+    if (n.memory_bytes <= 0.0) throw InputError(at + ".memory_bytes must be > 0");
+    if (n.step_s <= 0.0) throw InputError(at + ".step_s must be > 0");
     if (node.contains("runtime_bytes")) n.runtime_bytes = number_at(node, "runtime_bytes", at);
     n.steps = duration_series(node, "steps", at, "step time");
     n.exchanges = duration_series(node, "exchanges", at, "exchange time");
     n.controls = duration_series(node, "controls", at, "all-reduce time");
     if (node.contains("overlap_slowdown")) {
       n.overlap_slowdown = number_at(node, "overlap_slowdown", at);
-      if (n.overlap_slowdown <= 0.0) throw RecipeError(at + ".overlap_slowdown must be > 0");
+      if (n.overlap_slowdown <= 0.0) throw InputError(at + ".overlap_slowdown must be > 0");
     }
   }
   c.links = parse_link_pairs(doc["links"], count, path, "ranks");
@@ -137,9 +136,22 @@ nlohmann::ordered_json cluster_json(const Cluster& cluster) {
     if (!n.exchanges.empty()) doc["nodes"].back()["exchanges"] = n.exchanges;
     if (!n.controls.empty()) doc["nodes"].back()["controls"] = n.controls;
   }
-  doc["links"] = link_pairs_json(cluster.links);
+  doc["links"] = pairs_json(cluster.links);
   if (!cluster.exchange_codec.empty()) doc["exchange_codec"] = cluster.exchange_codec;
   return doc;
+}
+
+nlohmann::ordered_json pairs_json(const std::vector<std::vector<comm::LinkEstimate>>& links) {
+  auto pairs = nlohmann::ordered_json::array();
+  const std::size_t n = links.size();
+  for (std::size_t k = 0; k < n * n; ++k) {
+    const std::size_t a = k / n, b = k % n;
+    if (b <= a) continue;
+    const auto& e = links[a][b];
+    pairs.push_back(
+        {{"a", a}, {"b", b}, {"latency_ms", e.latency_s * 1e3}, {"bandwidth_mbps", e.bandwidth_bytes_per_s * 8e-6}});
+  }
+  return pairs;
 }
 
 std::vector<std::vector<double>> bandwidth_matrix(const std::vector<std::vector<comm::LinkEstimate>>& links) {
@@ -149,4 +161,4 @@ std::vector<std::vector<double>> bandwidth_matrix(const std::vector<std::vector<
   return m;
 }
 
-}  // namespace diloco::app
+}  // namespace diloco::plan

@@ -30,7 +30,7 @@
 
 #include "inner/model_config.h"
 
-namespace diloco::app {
+namespace diloco::plan {
 
 struct MemoryInputs {
   inner::ModelConfig model;
@@ -47,7 +47,7 @@ struct MemoryInputs {
   std::string overlap = "none";      // "none", "delayed", "streaming"
   int fragments = 1;                 // streaming: fragments synced in turn
   int sites = 2;
-  double part_bytes = 8 << 20;       // the exchange's part size (sync.part_bytes)
+  double part_bytes = 8 << 20;       // the all-gather's part size (the exchange's default)
   double runtime_bytes = 0;          // the process before any model
   double data_bytes = 0;             // tokens held in memory
 };
@@ -80,11 +80,13 @@ MemoryEstimate estimate_memory(const MemoryInputs& in);
 // top of it (the plan's flags) turns feedback on, as validation does.
 bool error_feedback_for(const std::string& codec, const std::string& recipe_codec, bool recipe_error_feedback);
 
-// Bytes the tokens of data.paths take in memory: text and byte corpora are
-// held as 4-byte ids (at most one per byte of text), token shards are mapped
-// (at most their size); a folder counts the files its loader reads. Files
-// that cannot be read count 0.
-double data_bytes_of(const std::vector<std::string>& paths, bool shards);
+// Bytes the tokens of data.paths take in memory. Text and byte corpora are
+// held as 4-byte ids (at most one per byte of text). Token shards are not
+// held: the loader keeps each shard's descriptor and reads every window with
+// pread into a buffer (`batch` windows of seq_len + 1 ids a step, as read and
+// as the int64 batch), so a 10 GB shard set costs what a 10 MB one does. A
+// folder counts the files its loader reads; files that cannot be read count 0.
+double data_bytes_of(const std::vector<std::string>& paths, bool shards, int batch, int seq_len);
 
 // This process's resident memory now, in bytes (0 where unknown).
 double resident_bytes();
@@ -94,4 +96,4 @@ double resident_bytes();
 // fixed state alone is too large.
 std::string memory_advice(const MemoryInputs& in, const MemoryEstimate& e, double limit);
 
-}  // namespace diloco::app
+}  // namespace diloco::plan

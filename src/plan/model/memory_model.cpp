@@ -1,5 +1,5 @@
 // The planner's memory model (see plan_memory.h).
-#include "app/plan_memory.h"
+#include "plan/model/memory_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,9 +9,9 @@
 #include <memory>
 #include <unistd.h>
 
-#include "app/plan_model.h"
+#include "plan/model/round_model.h"
 
-namespace diloco::app {
+namespace diloco::plan {
 namespace {
 
 // Bytes one token leaves saved per layer, and per layer and key position
@@ -115,22 +115,30 @@ bool error_feedback_for(const std::string& codec, const std::string& recipe_code
   return recipe_codec == "none" ? true : recipe_error_feedback;
 }
 
-double data_bytes_of(const std::vector<std::string>& paths, bool shards) {
+double data_bytes_of(const std::vector<std::string>& paths, bool shards, int batch, int seq_len) {
   namespace fs = std::filesystem;
-  double bytes = 0;
+  double bytes = 0, files = 0;
   std::error_code ec;
+  const auto add = [&](const fs::path& p) {
+    bytes += static_cast<double>(fs::file_size(p, ec));
+    files += 1;
+  };
   for (const auto& p : paths) {
     if (fs::is_directory(p, ec)) {
       // The files the loaders read from a folder: token shards its *.bin files,
       // text its regular files that are not links.
       for (const auto& entry : fs::directory_iterator(p, ec))
         if (entry.is_regular_file(ec) && (shards ? entry.path().extension() == ".bin" : !entry.is_symlink(ec)))
-          bytes += static_cast<double>(entry.file_size(ec));
+          add(entry.path());
     } else if (fs::is_regular_file(p, ec)) {
-      bytes += static_cast<double>(fs::file_size(p, ec));
+      add(p);
     }
   }
-  return shards ? bytes : 4.0 * bytes;
+  if (!shards) return 4.0 * bytes;
+  // Per shard its descriptor, path and start offset; per step the windows
+  // as read (at most 4 bytes an id) and as the int64 batch.
+  constexpr double kPerShard = 256.0;
+  return files * kPerShard + static_cast<double>(batch) * (seq_len + 1) * (4.0 + 8.0);
 }
 
 double resident_bytes() {
@@ -163,4 +171,4 @@ std::string memory_advice(const MemoryInputs& in, const MemoryEstimate& e, doubl
   return "does not fit in " + mb(limit) + ": " + advice;
 }
 
-}  // namespace diloco::app
+}  // namespace diloco::plan

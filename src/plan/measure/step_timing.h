@@ -1,4 +1,4 @@
-// The recipe's model timed on this machine: what `plan` measures when no
+// Timing a rank's inner step on this machine: what `plan` measures when no
 // step time is given, and what `probe --all-ranks` records for every rank.
 #pragma once
 
@@ -7,15 +7,25 @@
 #include <memory>
 #include <vector>
 
-#include "app/recipe.h"
 #include "inner/inner_loop.h"
 
-namespace diloco::app {
+namespace diloco::plan {
 
-// The recipe's model built on `device`: its parameter count and (with
-// `time_steps`) its inner-step time in seconds, the median of a few short
-// runs after a warm-up, so one slow burst of the machine does not set it.
-// Throws RecipeError or inner::DataError.
+// What a rank's inner steps are: the recipe's model, inner optimizer, data
+// and threads, and the dataset already loaded (it must outlive the timing).
+struct StepSetup {
+  inner::ModelConfig model;
+  inner::InnerOptimConfig optim;
+  inner::DataConfig data;
+  const inner::Dataset* dataset = nullptr;
+  int threads = 1;
+  std::uint64_t seed = 0;
+};
+
+// The model built on `device`: its parameter count and (with `time_steps`)
+// its inner-step time in seconds, the median of a few short runs after a
+// warm-up, so one slow burst of the machine does not set it. Throws
+// inner::DataError or inner::ModelError.
 struct MeasuredModel {
   std::size_t params = 0;
   double step_s = 0.0;
@@ -54,7 +64,7 @@ class BackgroundBursts {
 // the bursts waits for every rank taking part to stop them; `exchanges` then
 // holds the bursts' exchange times.
 MeasuredModel measure_model(
-    const Recipe& recipe, const inner::DeviceConfig& device, bool time_steps, const std::function<void()>& ready = {},
+    const StepSetup& setup, const inner::DeviceConfig& device, bool time_steps, const std::function<void()>& ready = {},
     const std::function<std::unique_ptr<BackgroundBursts>(std::size_t, double)>& traffic = {});
 
-}  // namespace diloco::app
+}  // namespace diloco::plan

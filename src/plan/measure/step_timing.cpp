@@ -1,12 +1,13 @@
-// Timing the recipe's inner step (see measure_model.h).
-#include "app/measure_model.h"
+// Timing a rank's inner step (see step_timing.h).
+#include "plan/measure/step_timing.h"
 
 #include <algorithm>
 #include <chrono>
 
-#include "app/train_command.h"
+#include "inner/data/dataset.h"
 
-namespace diloco::app {
+
+namespace diloco::plan {
 namespace {
 
 // Steps timed while `bursts` run (see measure_model); stops them on every
@@ -53,19 +54,13 @@ void time_in_bursts(inner::InnerLoop& loop, std::unique_ptr<BackgroundBursts> bu
 
 }  // namespace
 
-MeasuredModel measure_model(const Recipe& recipe, const inner::DeviceConfig& device, bool time_steps,
+MeasuredModel measure_model(const StepSetup& setup, const inner::DeviceConfig& device, bool time_steps,
                             const std::function<void()>& ready,
                             const std::function<std::unique_ptr<BackgroundBursts>(std::size_t, double)>& traffic) {
   MeasuredModel m;
-  if (!time_steps && recipe.model.kind != inner::ModelKind::kTorchScript) {  // counted without building it
-    m.params = static_cast<std::size_t>(inner::parameter_count(recipe.model));
-    return m;
-  }
-  inner::set_compute_threads(recipe.run.threads);
+  inner::set_compute_threads(setup.threads);
   inner::SoloGroup solo;
-  const auto data = load_dataset(recipe);
-  inner::InnerLoop loop(recipe.model, recipe.inner, recipe.data, data, {}, solo,
-                        static_cast<std::uint64_t>(recipe.run.seed), 1000, device);
+  inner::InnerLoop loop(setup.model, setup.optim, setup.data, *setup.dataset, {}, solo, setup.seed, 1000, device);
   m.params = loop.num_params();
   if (!time_steps) return m;
   if (ready) ready();
@@ -96,4 +91,4 @@ MeasuredModel measure_model(const Recipe& recipe, const inner::DeviceConfig& dev
   return m;
 }
 
-}  // namespace diloco::app
+}  // namespace diloco::plan

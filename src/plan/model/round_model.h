@@ -1,11 +1,12 @@
-// The planner's model of a round (no torch, no MPI): from the links between
-// site leaders, the parameter count and the slowest step time, the time,
+// The planner's model of a round (no torch, no MPI): from each site
+// leader's link, the parameter count and the slowest step time, the time,
 // exposed communication, utilization and bytes of each candidate (codec,
-// overlap mode, H), and the one a stated goal picks.
+// overlap mode, H).
 //
-// Exchange: the metadata gathers (one small message each way) plus the
-// payload on the slowest link, all-gather (n - 1 payloads from every site)
-// or, where it sends fewer bytes, the ring (2 (n - 1) hops of a 1/n chunk).
+// Exchange: exchange_cost.h, with the recipe's compression.exchange, key and
+// part size: a report gather, then all-gather (every site's payload n - 1
+// times over its own uplink) or the ring (n - 1 hops of a 1/n chunk, then an
+// all-gather of the reduced chunks).
 // Overlap: blocking exposes the whole exchange; delayed runs a round's
 // exchange during the next round's H steps (exposed: what H steps do not
 // cover, round by round: the mean over windows of H steps and over the
@@ -27,6 +28,7 @@
 // one such all-reduce (control_s), a round adds it once for the report, and
 // once more for the vote in the share of rounds whose overlapped exchange
 // outlasts the steps (over the spread).
+// Without that measure, a round adds the report gather on the model's links.
 // Compute: a round lasts as long as its slowest site's H steps, and which
 // site is slowest changes from round to round where ranks share cores or
 // links, so a round's compute is the mean over windows of H consecutive
@@ -45,13 +47,16 @@
 #include <string>
 #include <vector>
 
-#include "comm/link_probe.h"
 #include "diloco/compression/codec.h"
+#include "plan/model/exchange_cost.h"
 
-namespace diloco::app {
+namespace diloco::plan {
 
 struct PlanInputs {
-  std::vector<std::vector<comm::LinkEstimate>> links;  // between site leaders
+  std::vector<SiteLink> sites;        // each site leader's link
+  AlgorithmSetting exchange = AlgorithmSetting::kAuto;  // compression.exchange
+  bool keyed = false;                 // security.key_file: every message carries a tag
+  std::size_t part_bytes = std::size_t{8} << 20;       // the all-gather's part size (the exchange's default)
   std::size_t params = 0;
   double step_s = 0.0;                // the slowest rank's inner step
   // Per site, its step times in order (a step of a site: its slowest rank's);
@@ -90,7 +95,7 @@ struct PlanCandidate {
 
 // The codec `name` with the recipe's block and top-k ratio, as the planner
 // sizes payloads with it (the plan's time and memory models alike); throws
-// RecipeError naming it.
+// InputError naming it.
 std::unique_ptr<compression::Codec> plan_codec(const std::string& name, std::uint32_t block, double topk_ratio);
 
 // The compute of a round of H steps, `overlapped` (0..1) of them with an
@@ -102,28 +107,4 @@ double round_compute_s(const PlanInputs& in, int H, double overlapped = 0.0, dou
 // One candidate's numbers.
 PlanCandidate evaluate(const PlanInputs& in, const std::string& codec, const std::string& overlap, int H);
 
-// A goal: "utilization=U" (U in (0, 1)), "bytes" or "time".
-struct PlanGoal {
-  enum class Kind { kUtilization, kBytes, kTime } kind = Kind::kUtilization;
-  double utilization = 0.95;
-};
-// Throws RecipeError for anything else, naming --goal.
-PlanGoal parse_goal(const std::string& text);
-
-// The plan the goal picks among `codecs` (in order of preference: the codec
-// that keeps more of the pseudo-gradient first) and the three overlap modes,
-// and the rule that picked it (one line):
-//   utilization=U: the smallest H reaching U (DiLoCo's loss grows with H);
-//     ties to the earlier codec, then blocking, delayed, streaming (fresher).
-//   bytes: the fewest bytes per token with utilization >= `floor`.
-//   time: the shortest round at H = `recipe_H` (not the highest utilization,
-//     which steps slowed beside an exchange raise); ties to fewer bytes.
-// Returns false when no candidate meets the goal within [h_min, h_max].
-bool recommend(const PlanInputs& in, const std::vector<std::string>& codecs, const PlanGoal& goal, double floor,
-               int recipe_H, PlanCandidate& best, std::string& rule);
-
-// `--set` arguments and a TOML fragment that make a recipe run `c`.
-std::string as_sets(const PlanCandidate& c);
-std::string as_toml(const PlanCandidate& c);
-
-}  // namespace diloco::app
+}  // namespace diloco::plan

@@ -5,11 +5,11 @@
 #include <cstdio>
 #include <fstream>
 
-#include "app/cluster_file.h"
-#include "app/cluster_measures.h"
-#include "app/recipe.h"
+#include "plan/measure/cluster_file.h"
+#include "plan/measure/cluster_measures.h"
+#include "plan/input_error.h"
 
-using namespace diloco::app;
+using namespace diloco::plan;
 
 namespace {
 
@@ -29,11 +29,11 @@ std::string link(int a, int b, const std::string& mbps = "100") {
          "}";
 }
 
-// The message of the RecipeError reading `text` throws ("" if none).
+// The message of the InputError reading `text` throws ("" if none).
 std::string refusal(const std::string& name, const std::string& text) {
   try {
     read_cluster(write_file(name, text));
-  } catch (const RecipeError& e) {
+  } catch (const InputError& e) {
     return e.what();
   }
   return "";
@@ -126,7 +126,7 @@ TEST(ClusterFileTest, BadFilesNameTheFileAndTheField) {
 
 // The k-th exchange lasted as long as its slowest rank's; the all-reduce
 // after it, on the last rank to arrive (the one that waited for no other).
-TEST(ClusterFileTest, ExchangeSpreadAndControlTimeFromEveryRank) {
+TEST(ClusterFileTest, ExchangeSpreadFromTheLeadersAndControlTimeFromEveryRank) {
   std::vector<ClusterNode> nodes(2);
   nodes[0].exchanges = {0.2, 0.3, 0.5};
   nodes[1].exchanges = {0.3, 0.1};  // the shorter series sets how many
@@ -142,6 +142,36 @@ TEST(ClusterFileTest, ExchangeSpreadAndControlTimeFromEveryRank) {
   EXPECT_NEAR(control_seconds(nodes), (0.01 + 0.02) / 2.0, 1e-12);
   nodes[1].controls.clear();  // a rank without: not measured
   EXPECT_EQ(control_seconds(nodes), 0.0);
-  nodes[1].exchanges.clear();
+  nodes[1].exchanges.clear();  // not a leader: the leaders' exchanges alone
+  ASSERT_EQ(exchange_spread(nodes).size(), 3u);
+  EXPECT_NEAR(exchange_spread(nodes)[2], 0.5 / (1.0 / 3.0), 1e-12);
+  nodes[0].exchanges.clear();
   EXPECT_TRUE(exchange_spread(nodes).empty());
+}
+
+// Pairs probed one at a time move at their slower end: each site's link is
+// its fastest pair, its latency its lowest; and the sites the plan forms
+// from those links, with their leaders.
+TEST(ClusterFileTest, SiteLinksFromPairsAndThePlannedSites) {
+  std::vector<std::vector<diloco::comm::LinkEstimate>> pairs(3, std::vector<diloco::comm::LinkEstimate>(3));
+  const auto set = [&](int a, int b, double ms, double mbps) {
+    pairs[a][b] = pairs[b][a] = {ms / 1e3, mbps * 1e6 / 8.0};
+  };
+  set(0, 1, 30.0, 50.0);  // sites at 100, 50 and 10 Mbit/s, latencies 5, 30, 80 ms
+  set(0, 2, 80.0, 10.0);
+  set(1, 2, 80.0, 10.0);
+  const auto links = site_links(pairs);
+  EXPECT_DOUBLE_EQ(links[1].up_bytes_per_s, 50e6 / 8.0);
+  EXPECT_DOUBLE_EQ(links[2].down_bytes_per_s, 10e6 / 8.0);
+  EXPECT_DOUBLE_EQ(links[0].up_bytes_per_s, 50e6 / 8.0);  // the fastest: its second's
+  EXPECT_DOUBLE_EQ(links[2].latency_s, 0.08);
+  EXPECT_DOUBLE_EQ(links[0].latency_s, 0.03);
+  set(0, 1, 0.1, 0.0);  // too fast to measure: unlimited
+  EXPECT_DOUBLE_EQ(site_links(pairs)[0].up_bytes_per_s, 0.0);
+  // Every pair alike: no link stands out, so the recipe's 3 sites as blocks.
+  std::vector<std::vector<diloco::comm::LinkEstimate>> even(6, std::vector<diloco::comm::LinkEstimate>(6, {0.001, 1e7}));
+  const auto planned = planned_sites(even, 4.0, 3);
+  EXPECT_TRUE(planned.blocks);
+  EXPECT_EQ(planned.leaders, (std::vector<int>{0, 2, 4}));
+  EXPECT_EQ(planned.site_of_rank, (std::vector<int>{0, 0, 1, 1, 2, 2}));
 }

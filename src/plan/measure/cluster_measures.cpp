@@ -1,13 +1,73 @@
 // What the planner takes from a cluster file's measurements (see
 // cluster_measures.h).
-#include "app/cluster_measures.h"
+#include "plan/measure/cluster_measures.h"
 
 #include <algorithm>
 #include <map>
 #include <numeric>
 #include <string>
 
-namespace diloco::app {
+#include "comm/site_partition.h"
+#include "comm/topology.h"
+
+namespace diloco::plan {
+
+std::vector<SiteLink> site_links(const std::vector<std::vector<comm::LinkEstimate>>& pairs) {
+  std::vector<SiteLink> sites(pairs.size());
+  for (std::size_t a = 0; a < pairs.size(); ++a) {
+    bool unlimited = false, first = true;
+    for (std::size_t b = 0; b < pairs.size(); ++b) {
+      if (a == b) continue;
+      const auto& e = pairs[a][b];
+      unlimited |= e.bandwidth_bytes_per_s <= 0.0;
+      sites[a].up_bytes_per_s = std::max(sites[a].up_bytes_per_s, e.bandwidth_bytes_per_s);
+      sites[a].latency_s = first ? e.latency_s : std::min(sites[a].latency_s, e.latency_s);
+      first = false;
+    }
+    if (unlimited) sites[a].up_bytes_per_s = 0.0;
+    sites[a].down_bytes_per_s = sites[a].up_bytes_per_s;
+  }
+  return sites;
+}
+
+PlannedSites planned_sites(const std::vector<std::vector<comm::LinkEstimate>>& links, double link_gap,
+                           int recipe_sites) {
+  const int ranks = static_cast<int>(links.size());
+  auto p = comm::partition_by_links(bandwidth_matrix(links), link_gap);
+  PlannedSites out;
+  out.explanation = p.explanation;
+  out.blocks = p.num_sites == 1 && recipe_sites > 1 && recipe_sites <= ranks;
+  if (out.blocks) {
+    p.site_of_rank = comm::Topology::split(0, ranks, recipe_sites).site_of_rank;
+    p.num_sites = recipe_sites;
+  }
+  out.site_of_rank = p.site_of_rank;
+  out.leaders.assign(static_cast<std::size_t>(p.num_sites), -1);
+  for (int r = 0; r < ranks; ++r)
+    if (out.leaders[p.site_of_rank[r]] < 0) out.leaders[p.site_of_rank[r]] = r;
+  return out;
+}
+
+ClusterSites cluster_sites(const Cluster& cluster, double link_gap, int recipe_sites) {
+  ClusterSites out;
+  out.nodes = cluster.nodes;
+  for (const auto& node : cluster.nodes) out.slowest_step_s = std::max(out.slowest_step_s, node.step_s);
+  out.partition = planned_sites(cluster.links, link_gap, recipe_sites);
+  const auto& leaders = out.partition.leaders;
+  out.leader.assign(cluster.nodes.size(), false);
+  for (int l : leaders) out.leader[static_cast<std::size_t>(l)] = true;
+  std::vector<std::vector<comm::LinkEstimate>> between(leaders.size(), std::vector<comm::LinkEstimate>(leaders.size()));
+  for (std::size_t a = 0; a < leaders.size(); ++a)
+    for (std::size_t b = 0; b < leaders.size(); ++b)
+      if (a != b) between[a][b] = cluster.links[leaders[a]][leaders[b]];
+  out.sites = site_links(between);
+  out.site_steps = site_step_series(cluster.nodes, out.partition.site_of_rank, static_cast<int>(leaders.size()));
+  out.site_overlap_slowdown = host_overlap_slowdown(cluster.nodes, leaders);
+  out.exchange_spread = exchange_spread(cluster.nodes);
+  out.probe_codec = cluster.exchange_codec;
+  out.control_s = control_seconds(cluster.nodes);
+  return out;
+}
 
 // A site steps as fast as its slowest rank (its ranks all-reduce every
 // step): the k-th step of each site is the largest of its ranks' k-th.
@@ -51,16 +111,17 @@ std::vector<double> host_overlap_slowdown(const std::vector<ClusterNode>& nodes,
 }
 
 // How an exchange's time varies: the probe's k-th exchange ran on every
-// rank at once, and lasted as long as it did on the last rank to finish it;
-// those times over their mean. Empty unless every rank timed exchanges.
+// leader at once, and lasted as long as it did on the last one to finish it;
+// those times over their mean. Empty when no rank timed exchanges.
 std::vector<double> exchange_spread(const std::vector<ClusterNode>& nodes) {
   std::vector<double> slowest;
   for (const auto& n : nodes) {
-    if (n.exchanges.empty()) return {};
+    if (n.exchanges.empty()) continue;  // not a leader: it ran no exchange
     if (slowest.empty()) slowest = n.exchanges;
     slowest.resize(std::min(slowest.size(), n.exchanges.size()));
     for (std::size_t k = 0; k < slowest.size(); ++k) slowest[k] = std::max(slowest[k], n.exchanges[k]);
   }
+  if (slowest.empty()) return {};
   const double mean = std::accumulate(slowest.begin(), slowest.end(), 0.0) / static_cast<double>(slowest.size());
   for (auto& t : slowest) t /= mean;
   return slowest;
@@ -81,4 +142,4 @@ double control_seconds(const std::vector<ClusterNode>& nodes) {
   return std::accumulate(last.begin(), last.end(), 0.0) / static_cast<double>(last.size());
 }
 
-}  // namespace diloco::app
+}  // namespace diloco::plan
