@@ -54,7 +54,10 @@ last_round() { sed -n 's/^site [0-9]* round \([0-9]*\) epoch.*/\1/p' "$1" | tail
 
 # cell N SIGNAL VICTIM PHASE: prints "outcome|recovery s|knock->admitted rounds"; 0 when it holds.
 cell() {
-  local n=$1 sig=$2 v=$3 phase=$4 run="c$RANDOM$RANDOM" dir round_s=0.5
+  local n=$1 sig=$2 v=$3 phase=$4 run="c$RANDOM$RANDOM" dir round_s=0.5 rounds=$ROUNDS
+  # A stopped site is woken, must find itself expelled, and is then launched
+  # again: the survivors need rounds left for all of it.
+  [[ $sig == stop ]] && rounds=$((ROUNDS + 12))
   # Admission cells: rounds long enough that a newcomer launched as round 6
   # begins is queued at the door before that round's boundary.
   [[ $phase == admission ]] && round_s=2
@@ -64,7 +67,7 @@ cell() {
   start() {  # start LOG INDEX [FAULT]
     local log=$dir/$1.log
     ( MEMBERSHIP_FAULT=${3:-} timeout 150 "$MPIRUN" --ompi-server "file:$work/uri" -np 1 "$SITE" "$run" "$2" "$n" \
-        "$ROUNDS" "$round_s" 3 >"$log" 2>&1
+        "$rounds" "$round_s" 3 >"$log" 2>&1
       echo "exit $?" >>"$log" ) &
     pids+=($!)
     [[ -z ${3:-} ]] && stays+=($!)
@@ -120,12 +123,12 @@ cell() {
   for f in "$dir"/*.log; do
     [[ $f == "$dir/s$v.log" || $f == "$dir/s$other.log" && $phase == recovery ]] && continue
     grep -q "^exit 0" "$f" || { echo "$(basename "$f" .log) did not finish (exit 0)||"; return 1; }
-    grep -q "round $ROUNDS epoch .* sites $expect_sites" "$f" ||
+    grep -q "round $rounds epoch .* sites $expect_sites" "$f" ||
       { echo "$(basename "$f" .log) did not end with all $expect_sites sites||"; return 1; }
   done
   local finals
   finals=$(for f in "$dir"/*.log; do
-    [[ $f == "$dir/s$v.log" ]] || grep "round $ROUNDS epoch" "$f" | sed 's/^site [0-9]* //'
+    [[ $f == "$dir/s$v.log" ]] || grep "round $rounds epoch" "$f" | sed 's/^site [0-9]* //'
   done | sort -u | wc -l)
   ((finals == 1)) || { echo "the sites ended with different sums||"; return 1; }
   if [[ $phase == admission ]]; then

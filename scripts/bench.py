@@ -622,7 +622,9 @@ must be admitted. A cell holds when every process ended with its documented
 exit code, the survivors completed every round with the same sums, and the
 relaunched site was admitted within 2 rounds of its knock. Recovery: from
 the fault to the survivors' next completed round (the deadline, 3 s, is its
-floor).
+floor); in admission cells, to their first round with the newcomer admitted
+(when the keeper is lost, the newcomer notices its door's silence and knocks
+at the next keeper's door).
 
 Command: `{' '.join(cmd)}`
 
