@@ -374,7 +374,9 @@ TEST(ExchangeTest, PartsCutAtBlocksAverageExactlyLikeOneWholePayload) {
     } else {
       EXPECT_GT(part_stats.transfer_messages, whole_stats.transfer_messages + 8) << codec;
       EXPECT_LE(part_stats.critical_bytes, whole_stats.critical_bytes * 2) << codec;  // same bytes in all, in parts
-      if (world->size() == 1) EXPECT_EQ(whole_stats.critical_bytes, 0u) << codec;  // one site: nothing crosses a link
+      if (world->size() == 1) {
+        EXPECT_EQ(whole_stats.critical_bytes, 0u) << codec;  // one site: nothing crosses a link
+      }
     }
   }
 }
