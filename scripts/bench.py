@@ -229,9 +229,7 @@ ratio; RMS error relative to the input's RMS.
 Command: `{' '.join(cmd)}`
 
 {code(throughput)}
-Targets: every codec's encode and decode at least 0.3 of memcpy, int8 and fp16
-at least 0.6: {yes(not short)}{'' if not short else ' (short: ' + ', '.join(short) + ')'}; `none` (a copy and
-its CRC32C) encodes at least 0.7 of memcpy: {yes(none_enc >= 0.7)} ({none_enc:.2f}).
+{throughput_verdict(q, short, none_enc)}
 
 ### Training effect of each codec (`bench/codec_training.sh`)
 
@@ -245,6 +243,17 @@ Targets: int8 within 1% of fp32 ({change['int8']:+.2f}%: {yes(abs(change['int8']
 ({change['int4']:+.2f}%: {yes(change['int4'] <= 3)}), top-k 0.1 with error feedback within 5%
 ({change['topk']:+.2f}%: {yes(change['topk'] <= 5)}), int8 about 4x fewer bytes ({bytes_cut['int8']:.2f}x).
 """
+
+
+def throughput_verdict(q, short, none_enc):
+    targets = ("Targets (at the full size, 16M values): every codec's encode and decode at least 0.3 of memcpy, "
+               "int8 and fp16\nat least 0.6; `none` (a copy and its CRC32C) encodes at least 0.7 of memcpy")
+    if q:
+        # The ratios move with the size (`none` encoded at 0.31 of memcpy at
+        # 4M values and 0.79 at 16M in one pair of runs): not judged here.
+        return f"{targets}: judged by the full run (this quick run's 4M values are shown, not judged)."
+    return (f"{targets}: {yes(not short)}{'' if not short else ' (short: ' + ', '.join(short) + ')'}; "
+            f"`none` {yes(none_enc >= 0.7)} ({none_enc:.2f}).")
 
 
 def exchange_vs_bound(q):
@@ -295,7 +304,7 @@ after the payload's transfer, and with 4 sites 4 ranks share 2 cores.
 """
 
 
-def diloco_vs_dp(q, plots_dir):
+def diloco_vs_dp(q, report_dir):
     steps = 120 if q else 400
     site_counts = (2,) if q else (2, 4)
     Hs = [steps // 40, steps // 8, steps // 2]
@@ -317,7 +326,7 @@ streaming (2 fragments, τ = {tau}, α = 0.5), and longer runs with larger H and
 int8/int4 (error feedback on for lossy codecs). `vs DP` is the final eval
 loss against data-parallel's; `to DP loss` is the wall time and the bytes
 sent at the first evaluation at or below data-parallel's final eval loss.
-Plots (scripts/plot, eval loss against wall time and against bytes):
+The report page of each comparison is linked below its table.
 """]
     for sites in site_counts:
         lat = ",".join(["50.0"] * sites)
@@ -344,7 +353,7 @@ Plots (scripts/plot, eval loss against wall time and against bytes):
         dirs = []
         for name, recipe, H, n_steps, extra in configs:
             rounds = n_steps // H
-            out_dir = os.path.join(tmp, name.replace(" ", "_").replace("=", ""))
+            out_dir = os.path.join(tmp, name.replace(" ", "-").replace("=", ""))
             cmd = ["mpirun", "-np", str(sites), "--bind-to", "none", BIN, "train", recipe] + common + [
                 "--set", f"sync.H={H}", "--set", f"outer.rounds={rounds}",
                 "--set", f"metrics.eval_every={max(1, rounds // 10)}", "--set", f"inner.warmup_steps={steps // 20}",
@@ -390,10 +399,10 @@ Plots (scripts/plot, eval loss against wall time and against bytes):
         else:
             verdict.append("No DiLoCo setting tried here reaches data-parallel's final loss.")
         text.append("\n" + " ".join(verdict))
-        dest = os.path.join(plots_dir, f"dp-vs-diloco-{sites}sites")
-        os.makedirs(dest, exist_ok=True)
-        run(["scripts/plot"] + dirs + ["--to", dest])
-        text.append(f"\nPlots: [{os.path.relpath(dest, ROOT)}/eval_loss.png]({os.path.relpath(dest, ROOT)}/eval_loss.png)\n")
+        page = os.path.join(report_dir, f"BENCHMARKS-dp-vs-diloco-{sites}sites.html")
+        run([BIN, "report"] + dirs + ["--out", page, "--title", f"DiLoCo against data parallelism, {sites} sites"])
+        text.append(f"\nCharts (`diloco report`: loss against steps, wall time and bytes, utilization and H per "
+                    f"site, links): [{os.path.basename(page)}]({os.path.basename(page)})\n")
         shutil.rmtree(tmp)
     return "\n".join(text) + "\n"
 
@@ -578,7 +587,7 @@ Command: `{' '.join(cmd)}`
 
 
 def recovery(q):
-    cmd = ["bench/recovery.sh", "1" if q else "2", "5", "10"]
+    cmd = ["bench/recovery.sh", "1", "5"] if q else ["bench/recovery.sh", "2", "5", "10"]
     out = run(cmd)
     return f"""## 10. Losing and regaining a site launched apart (`bench/recovery.sh`)
 
@@ -607,7 +616,9 @@ def plan_check(q):
     in_use = sum(1 for r in rows if abs(float(r[6]) - 1) <= 0.15)
     rss = sum(1 for r in rows if abs(float(r[9]) - 1) <= 0.15)
     checks = []
-    goals = ["bytes", "utilization=0.9", "time"]
+    # Each goal trains its plan across the namespaces for a minute or more:
+    # a quick run checks one.
+    goals = ["utilization=0.9"] if q else ["bytes", "utilization=0.9", "time"]
     for goal in goals:
         shown = f"tests/netsim/plan_check.sh {goal}"
         print(f"bench: {shown}", file=sys.stderr, flush=True)
@@ -703,14 +714,14 @@ def main():
                  "build/bench/bench_sample"):
         if not os.access(os.path.join(ROOT, tool), os.X_OK):
             sys.exit(f"bench: {tool} is missing: run scripts/setup first")
-    plots = os.path.join(ROOT, "bench", "plots")
+    report_dir = os.path.dirname(os.path.abspath(args.out))  # the dp section's report pages go beside it
     started = time.time()
     parts = []
     for name, section in SECTIONS:
         if name not in wanted:
             continue
         t0 = time.time()
-        parts.append(section(args.quick, plots) if name == "dp" else section(args.quick))
+        parts.append(section(args.quick, report_dir) if name == "dp" else section(args.quick))
         print(f"bench: section {name} took {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     header = f"""# Benchmarks
