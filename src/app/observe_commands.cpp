@@ -126,6 +126,9 @@ int run_report(int argc, char** argv) {
     for (const auto& dir : args["runs"].as<std::vector<std::string>>())
       for (auto& run : metrics::load_runs(dir)) runs.push_back(std::move(run));
     const std::string out = args["out"].as<std::string>();
+    const auto folder = std::filesystem::path(out).parent_path();
+    std::error_code ec;
+    if (!folder.empty()) std::filesystem::create_directories(folder, ec);
     std::ofstream file(out, std::ios::trunc);
     file << metrics::render_report(runs, args["title"].as<std::string>());
     file.close();
