@@ -30,11 +30,12 @@ def env():
     return e
 
 
-def run(cmd, log=None):
+def run(cmd, log=None, extra_env=None):
     """Runs cmd (a list) from the repository root; returns stdout, exits on failure."""
-    shown = " ".join(shlex.quote(c) for c in cmd)
+    shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in (extra_env or {}).items())
+    shown = (shown + " " if shown else "") + " ".join(shlex.quote(c) for c in cmd)
     print(f"bench: {shown}", file=sys.stderr, flush=True)
-    p = subprocess.run(cmd, cwd=ROOT, env=env(), capture_output=True, text=True)
+    p = subprocess.run(cmd, cwd=ROOT, env=dict(env(), **(extra_env or {})), capture_output=True, text=True)
     if log:
         with open(log, "w") as f:
             f.write(p.stdout + p.stderr)
@@ -141,8 +142,8 @@ def inner_overhead(q):
         big_c.append(row_ms(run(big_cmd), "| diloco InnerLoop"))
         big_p.append(row_ms(run(big_py_cmd), "| python eager"))
     big_vs_python = med(big_p) / med(big_c)
-    profile_cmd = ["/usr/bin/python3", "bench/profile_step.py", "--steps", "10" if q else "20", "--top", "10"]
-    profile = run(profile_cmd)
+    profile_cmd = ["/usr/bin/python3", "bench/profile_step.py", "--steps", "20", "--top", "10"]
+    profile = "(The full run profiles the step; a quick run leaves it out.)" if q else run(profile_cmd)
     rows = "\n".join(l for t in (llama, ts) for l in t.splitlines() if l.startswith("| diloco") or l.startswith("| raw"))
     return f"""## 1. Inner-loop overhead (`bench/inner_bench.cpp`)
 
@@ -199,7 +200,8 @@ def codecs(q):
     cmd = ["build/bench/bench_compression"] + (["--elements", "4194304", "--repeats", "3"] if q else [])
     throughput = run(cmd)
     train_cmd = ["bench/codec_training.sh"] + (["--set", "outer.rounds=4"] if q else [])
-    training = run(train_cmd)
+    # A quick run trains the codecs the targets name.
+    training = run(train_cmd, extra_env={"CODECS": "none int8 int4 topk"} if q else None)
     losses = {}
     for line in training.splitlines():
         parts = line.split()
@@ -236,7 +238,7 @@ Command: `{' '.join(cmd)}`
 `recipes/quickstart.toml` (4 ranks = 2 sites x 2) once per codec, same seed,
 error feedback on for lossy codecs (decay 0.5), top-k ratio 0.1.
 
-Command: `{' '.join(train_cmd)}`
+Command: `{'CODECS="none int8 int4 topk" ' if q else ''}{' '.join(train_cmd)}`
 
 {code(training)}
 Targets: int8 within 1% of fp32 ({change['int8']:+.2f}%: {yes(abs(change['int8']) <= 1)}), int4 within 3%
@@ -304,6 +306,16 @@ after the payload's transfer, and with 4 sites 4 ranks share 2 cores.
 """
 
 
+def dp_settings(q, Hs, H1, tau):
+    if q:
+        return (f"A quick run tries data-parallel and DiLoCo (Nesterov 0.7/0.9) at H = {H1}, then the\n"
+                f"longer runs at H = {H1} with int8 and H = {2 * H1} with int4 (error feedback on); the\n"
+                "full run adds local SGD, more H, streaming and int8 at the shorter length.")
+    return (f"DiLoCo uses Nesterov 0.7/0.9 with H ∈ {{{', '.join(map(str, Hs))}}}, then H = {H1} with int8 and with\n"
+            f"streaming (2 fragments, τ = {tau}, α = 0.5), and longer runs with larger H and\n"
+            "int8/int4 (error feedback on for lossy codecs).")
+
+
 def diloco_vs_dp(q, report_dir):
     steps = 120 if q else 400
     site_counts = (2,) if q else (2, 4)
@@ -321,9 +333,7 @@ averaged through the same exchange and link (fp32, no agreement message) and
 one AdamW update is applied everywhere, as DDP would over these links.
 `local SGD H=1` is the former baseline (`recipes/local-sgd-h1.toml`): each
 site steps its own AdamW, then the parameters are averaged every step.
-DiLoCo uses Nesterov 0.7/0.9 with H ∈ {{{', '.join(map(str, Hs))}}}, then H = {H1} with int8 and with
-streaming (2 fragments, τ = {tau}, α = 0.5), and longer runs with larger H and
-int8/int4 (error feedback on for lossy codecs). `vs DP` is the final eval
+{dp_settings(q, Hs, H1, tau)} `vs DP` is the final eval
 loss against data-parallel's; `to DP loss` is the wall time and the bytes
 sent at the first evaluation at or below data-parallel's final eval loss.
 The report page of each comparison is linked below its table.
@@ -335,18 +345,21 @@ The report page of each comparison is linked below its table.
                   "--set", f"links.bandwidth_mbps=[{bw}]", "--set", "checkpoint.every=0",
                   "--set", "metrics.eval_windows=64"]
         # name, recipe, H, inner steps, extra flags
-        configs = [("data-parallel", "recipes/data-parallel.toml", 10, steps, []),
-                   ("local SGD H=1", "recipes/local-sgd-h1.toml", 1, steps, [])]
-        for H in Hs:
-            configs.append((f"diloco H={H}", "recipes/quickstart.toml", H, steps, []))
         int8 = ["--set", "compression.codec=int8"]
         int4 = ["--set", "compression.codec=int4"]
-        configs.append((f"diloco H={H1} int8", "recipes/quickstart.toml", H1, steps, int8))
-        configs.append((f"diloco H={H1} streaming", "recipes/quickstart.toml", H1, steps,
-                        ["--set", "sync.overlap=streaming", "--set", "sync.fragments=2",
-                         "--set", f"sync.overlap_steps={tau}"]))
+        configs = [("data-parallel", "recipes/data-parallel.toml", 10, steps, [])]
+        if not q:
+            configs.append(("local SGD H=1", "recipes/local-sgd-h1.toml", 1, steps, []))
+        for H in (Hs if not q else [H1]):
+            configs.append((f"diloco H={H}", "recipes/quickstart.toml", H, steps, []))
+        if not q:
+            configs.append((f"diloco H={H1} int8", "recipes/quickstart.toml", H1, steps, int8))
+            configs.append((f"diloco H={H1} streaming", "recipes/quickstart.toml", H1, steps,
+                            ["--set", "sync.overlap=streaming", "--set", "sync.fragments=2",
+                             "--set", f"sync.overlap_steps={tau}"]))
         configs.append((f"diloco H={H1} int8 x2", "recipes/quickstart.toml", H1, 2 * steps, int8))
-        configs.append((f"diloco H={2 * H1} int8 x2", "recipes/quickstart.toml", 2 * H1, 2 * steps, int8))
+        if not q:
+            configs.append((f"diloco H={2 * H1} int8 x2", "recipes/quickstart.toml", 2 * H1, 2 * steps, int8))
         configs.append((f"diloco H={2 * H1} int4 x2", "recipes/quickstart.toml", 2 * H1, 2 * steps, int4))
         results = []
         tmp = tempfile.mkdtemp()
@@ -377,10 +390,11 @@ The report page of each comparison is linked below its table.
                         f"{'not reached' if reach is None else f'{reach[1] / 1e6:.1f} MB'} |")
         diloco = [r for r in results if r["name"].startswith("diloco")]
         close = [r for r in diloco if r["final"] <= 1.03 * dp["final"]]
-        local = results[1]
-        verdict = [f"Data-parallel: {dp['final']:.4f} in {dp['wall']:.0f} s with {dp['bytes'] / 1e6:.0f} MB; "
-                   f"local SGD H=1 (the former baseline): {local['final']:.4f} "
-                   f"({100 * (local['final'] / dp['final'] - 1):+.1f}%) in {local['wall']:.0f} s."]
+        local = next((r for r in results if r["name"].startswith("local SGD")), None)
+        verdict = [f"Data-parallel: {dp['final']:.4f} in {dp['wall']:.0f} s with {dp['bytes'] / 1e6:.0f} MB"
+                   + ("." if local is None else
+                      f"; local SGD H=1 (the former baseline): {local['final']:.4f} "
+                      f"({100 * (local['final'] / dp['final'] - 1):+.1f}%) in {local['wall']:.0f} s.")]
         if close:
             best = max(close, key=lambda r: dp["bytes"] / r["bytes"])
             verdict.append(f"DiLoCo settings within 3% of data-parallel's final loss: {len(close)} of {len(diloco)}; "
@@ -412,7 +426,15 @@ def ablations(q):
     base = ["--set", "checkpoint.every=0", "--set", f"inner.warmup_steps={steps // 20}",
             "--set", "metrics.eval_windows=128"]
 
+    done = {}  # a run asked for twice (the same seed and settings) is run once
+
     def train(sites, H, extra=()):
+        key = (sites, H, tuple(extra))
+        if key not in done:
+            done[key] = train_once(sites, H, extra)
+        return done[key]
+
+    def train_once(sites, H, extra):
         tmp = tempfile.mkdtemp()
         out_dir = os.path.join(tmp, "run")
         cmd = ["mpirun", "-np", str(sites), "--bind-to", "none", BIN, "train", "recipes/quickstart.toml",
@@ -444,7 +466,7 @@ outer.rounds={steps}/H ...` with the changes named in each row.
 Paper: Nesterov momentum beats plain averaging. Reproduced here: {'yes' if nesterov < averaging else '**no**'}
 ({100 * (nesterov / averaging - 1):+.2f}%){'' if nesterov < averaging else f'. The paper measures it over many outer steps (88 rounds of H = 500); here there are {steps // H0} rounds, too few for momentum 0.9 to pay back its overshoot'}.
 """)
-    Hs = [steps // 40, steps // 16, steps // 8, steps // 4, steps // 2]
+    Hs = [steps // 40, steps // 8, steps // 2] if q else [steps // 40, steps // 16, steps // 8, steps // 4, steps // 2]
     h_loss = [(H, train(2, H)) for H in Hs]
     text.append("### Sync period H (2 sites, Nesterov)\n\n| H | rounds | final eval loss |\n|---:|---:|---:|")
     for H, loss in h_loss:

@@ -18,8 +18,9 @@ class EventWriter {
  public:
   // Creates `dir` and a new file events.out.tfevents.SECONDS.HOST in it,
   // starting with the file-version record; throws std::runtime_error
-  // naming the file if it cannot be written. Records reach the file at most
-  // `flush_every_s` after they were added, and at close.
+  // naming the file if it cannot be written. Records are written out with
+  // the first one added `flush_every_s` or more after the last write (an
+  // inner step adds one per step), and at close.
   explicit EventWriter(const std::string& dir, double flush_every_s = 2.0);
   ~EventWriter();
   EventWriter(const EventWriter&) = delete;

@@ -13,14 +13,14 @@ double train_flops_per_token(double params, int layers, int d_model, int seq_len
 }
 
 double datasheet_peak_tflops(const std::string& device_name, bool bf16) {
-  // Dense (no sparsity) TFLOP/s: {bf16 tensor cores, fp32 without}. SXM
-  // before PCIe: a name holding both matches the first.
+  // Dense (no sparsity) TFLOP/s: {bf16 tensor cores, fp32 without}. The
+  // longer names first: "NVIDIA L40S" holds "L40" and "L4" too.
   static const std::pair<const char*, std::pair<double, double>> kTable[] = {
-      {"B200", {2250.0, 80.0}},     {"H200", {989.0, 67.0}},  {"H100 PCIe", {756.0, 51.0}},
-      {"H100", {989.0, 67.0}},      {"A100", {312.0, 19.5}},  {"L40S", {362.0, 91.6}},
-      {"A10G", {70.0, 31.2}},       {"A10", {125.0, 31.2}},   {"L4", {121.0, 30.3}},
-      {"RTX 4090", {165.2, 82.6}},  {"V100", {0.0, 15.7}},    {"T4", {0.0, 8.1}},
-  };
+      {"H200", {989.0, 67.0}}, {"H100 PCIe", {756.0, 51.0}}, {"H100", {989.0, 67.0}}, {"A100", {312.0, 19.5}},
+      {"L40S", {362.0, 91.6}}, {"L40", {181.0, 90.5}},    {"A10G", {0.0, 31.2}},   {"A10", {125.0, 31.2}},
+      {"L4", {121.0, 30.3}},
+      {"V100", {0.0, 15.7}},   {"T4", {0.0, 8.1}},
+  };  // 0: the precision has no such figure there (no bf16 tensor cores, or none we could confirm)
   for (const auto& [name, peak] : kTable)
     if (device_name.find(name) != std::string::npos) return bf16 ? peak.first : peak.second;
   return 0.0;

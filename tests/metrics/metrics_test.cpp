@@ -136,6 +136,8 @@ TEST(RateMeterTest, PeaksFromDeviceNames) {
   EXPECT_EQ(datasheet_peak_tflops("NVIDIA H100 80GB HBM3", true), 989.0);
   EXPECT_EQ(datasheet_peak_tflops("NVIDIA H100 PCIe", true), 756.0);
   EXPECT_EQ(datasheet_peak_tflops("NVIDIA A100-SXM4-80GB", false), 19.5);
+  EXPECT_EQ(datasheet_peak_tflops("NVIDIA L40S", true), 362.0);
+  EXPECT_EQ(datasheet_peak_tflops("NVIDIA L4", true), 121.0);
   EXPECT_EQ(datasheet_peak_tflops("some CPU", true), 0.0);
   EXPECT_EQ(train_flops_per_token(1e6, 2, 128, 64), 6e6 + 12.0 * 2 * 128 * 64);
   EXPECT_EQ(human_duration(3725), "1h02m");
