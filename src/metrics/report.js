@@ -72,9 +72,11 @@
     if (opts.steady) {
       // Chart.js would take the x range from the points inside the y range only.
       const xs = datasets.flatMap((d) => d.data.map((p) => p.x));
-      x.min = Math.min(...xs);
+      x.min = axes.xlog ? Math.min(...xs) : Math.min(0, ...xs);
       x.max = Math.max(...xs);
     }
+    if (axes.xlog) x.ticks = { autoSkip: false, maxRotation: 0, callback: decades(axes.xunit) };
+    if (axes.ylog) y.ticks = { autoSkip: false, callback: decades(axes.yunit) };
     const chart = new Chart(canvas, {
       type: "line",
       data: { datasets: datasets },
@@ -104,6 +106,18 @@
     div.dataset.series = datasets.map((d) => d.label).join("|");
     charts.push(chart);
   }
+  // Log axes: a label at each power of ten only (Chart.js would crowd 1-9 x
+  // 10^k), or at every tick of a range within one decade.
+  function decades(unit) {
+    const bytes = ["B", "KB", "MB", "GB", "TB", "PB"];
+    const decade = (v) => Math.abs(Math.log10(v) - Math.round(Math.log10(v))) < 1e-9;
+    const text = (v) => {
+      if (unit !== "bytes") return String(Number(v.toPrecision(3)));
+      const k = Math.min(bytes.length - 1, Math.max(0, Math.floor(Math.log10(v) / 3 + 1e-9)));
+      return Number((v / Math.pow(1000, k)).toPrecision(3)) + " " + bytes[k];
+    };
+    return (v, i, ticks) => (decade(v) || !ticks.some((t) => decade(t.value)) ? text(v) : "");
+  }
   function line(label, data, i, extra) {
     return Object.assign({ label: label, data: data, borderColor: color(i), backgroundColor: color(i),
                            borderWidth: 1.5, pointRadius: 0, tension: 0 }, extra || {});
@@ -129,7 +143,7 @@
          { x: "wall time (s)", y: "loss" }, steady);
     draw("loss", "loss_bytes", "Loss against bytes sent between sites (log axis)",
          lossSets((rows) => rows.map((r) => r.bytes_sent), (p) => p.x > 0),
-         { x: "bytes sent between sites", y: "loss", xlog: true },
+         { x: "bytes sent between sites", y: "loss", xlog: true, xunit: "bytes" },
          { steady: true, empty: "no bytes crossed between sites (one site)" });
   }
 
