@@ -104,6 +104,8 @@ def inner_overhead(q):
     out = outs[len(outs) // 2]
     ratio = med([float(o.split("diloco / raw step time:")[1].split()[0]) for o in outs])
     vs_python = py_ms / diloco_ms
+    # Margins of 3% and 10% need the medians of the full run's three alternations.
+    one_alternation = "judged by the full run; a quick run alternates once"
     loader = float(out.split("loader / InnerLoop tokens/s:")[1].split()[0].rstrip("x"))
     tokens = 16 * 64
     lines = out.split("\n\ndiloco")[0].splitlines()
@@ -160,8 +162,8 @@ Commands: `{' '.join(cmd)}` and `{' '.join(py_cmd)}`, alternated {rounds}x
 
 {table.strip()}
 
-diloco / raw step time: **{ratio:.3f}** (target ≤ 1.03: {yes(ratio <= 1.03)}).
-diloco steps/s over Python eager's: **{vs_python:.3f}** (target ≥ 1.10: {yes(vs_python >= 1.10)}).
+diloco / raw step time: **{ratio:.3f}** (target ≤ 1.03: {one_alternation if q else yes(ratio <= 1.03)}).
+diloco steps/s over Python eager's: **{vs_python:.3f}** (target ≥ 1.10: {one_alternation if q else yes(vs_python >= 1.10)}).
 At ~25M parameters (the byte GPT with `{' '.join(big[:6])}`, batch 16 x 64,
 `{' '.join(big_cmd)}` and `{' '.join(big_py_cmd)}` alternated {rounds}x): diloco
 {med(big_c):.0f} ms, Python eager {med(big_p):.0f} ms per step, diloco steps/s over Python's
@@ -258,6 +260,17 @@ def throughput_verdict(q, short, none_enc):
             f"`none` {yes(none_enc >= 0.7)} ({none_enc:.2f}).")
 
 
+def bound_verdict(q, over, worst, worst_codec):
+    if q:
+        # At 1M values the encode, decode and start of each exchange weigh
+        # more against the link time than at the full run's 4M.
+        return (f"Targets ≤ 1.10x of the bound with 2 sites, ≤ 1.25x with 4, at 4M values: judged by the full run "
+                f"(this quick run's 1M values are shown, not judged; worst {worst:.2f}x, {worst_codec}).")
+    return (f"Target ≤ 1.10x of the bound with 2 sites (one rank per core): {yes(not over[2])}"
+            f"{'' if not over[2] else ' for ' + ', '.join(over[2])};\n≤ 1.25x with 4 sites (two ranks per core): "
+            f"{yes(not over[4])}{'' if not over[4] else ' for ' + ', '.join(over[4])}; worst {worst:.2f}x ({worst_codec}).")
+
+
 def exchange_vs_bound(q):
     values = "1000000" if q else "4000000"
     out = []
@@ -296,8 +309,7 @@ the emulated link time). The payload is the largest one a site sent.
 Commands: `{cmds[0]}` and `{cmds[1]}`
 
 {chr(10).join(out)}
-Target ≤ 1.10x of the bound with 2 sites (one rank per core): {yes(not over[2])}{'' if not over[2] else ' for ' + ', '.join(over[2])};
-≤ 1.25x with 4 sites (two ranks per core): {yes(not over[4])}{'' if not over[4] else ' for ' + ', '.join(over[4])}; worst {worst:.2f}x ({worst_codec}).
+{bound_verdict(q, over, worst, worst_codec)}
 What is left above the bound is compute on this machine, not the link: the
 emulated link time runs alongside the real transfer, and error feedback
 (encoding the own payload and decoding it) runs while the sites' reports
@@ -421,6 +433,16 @@ The report page of each comparison is linked below its table.
     return "\n".join(text) + "\n"
 
 
+def nesterov_verdict(q, nesterov, averaging, rounds):
+    change = f"({100 * (nesterov / averaging - 1):+.2f}%)"
+    if q:
+        return f"judged by the full run {change}: the paper measures it over 88 rounds, a quick run has {rounds}"
+    if nesterov < averaging:
+        return f"yes {change}"
+    return (f"**no** {change}. The paper measures it over many outer steps (88 rounds of H = 500); here there are "
+            f"{rounds} rounds, too few for momentum 0.9 to pay back its overshoot")
+
+
 def ablations(q):
     steps = 120 if q else 400
     base = ["--set", "checkpoint.every=0", "--set", f"inner.warmup_steps={steps // 20}",
@@ -463,8 +485,7 @@ outer.rounds={steps}/H ...` with the changes named in each row.
 | Nesterov, lr 0.7, momentum 0.9 | {nesterov:.4f} |
 | SGD lr 1, no momentum (parameter averaging) | {averaging:.4f} |
 
-Paper: Nesterov momentum beats plain averaging. Reproduced here: {'yes' if nesterov < averaging else '**no**'}
-({100 * (nesterov / averaging - 1):+.2f}%){'' if nesterov < averaging else f'. The paper measures it over many outer steps (88 rounds of H = 500); here there are {steps // H0} rounds, too few for momentum 0.9 to pay back its overshoot'}.
+Paper: Nesterov momentum beats plain averaging. Reproduced here: {nesterov_verdict(q, nesterov, averaging, steps // H0)}.
 """)
     Hs = [steps // 40, steps // 8, steps // 2] if q else [steps // 40, steps // 16, steps // 8, steps // 4, steps // 2]
     h_loss = [(H, train(2, H)) for H in Hs]
@@ -563,7 +584,8 @@ are held during its exchange.
 
 def overlap(q):
     cmd = ["bench/overlap.sh"] + (["--set", "outer.rounds=5"] if q else [])
-    out = run(cmd)
+    # A quick run measures the peak exchange of 1 and 4 fragments only.
+    out = run(cmd, extra_env={"FRAGMENTS": "1 4"} if q else None)
     util = {}
     for line in out.splitlines():
         parts = line.split()
@@ -578,7 +600,7 @@ site, `util_slowest` the slower site (which waits for nobody), `exposed` the
 share of wall time spent on sync while not computing (means over the middle
 rounds).
 
-Command: `{' '.join(cmd)}`
+Command: `{'FRAGMENTS="1 4" ' if q else ''}{' '.join(cmd)}`
 
 {code(out)}
 Blocking exposes {util['none'][2]:.2f} of wall time; delayed {util['delayed'][2]:.3f}, streaming
@@ -638,9 +660,11 @@ def plan_check(q):
     in_use = sum(1 for r in rows if abs(float(r[6]) - 1) <= 0.15)
     rss = sum(1 for r in rows if abs(float(r[9]) - 1) <= 0.15)
     checks = []
-    # Each goal trains its plan across the namespaces for a minute or more:
-    # a quick run checks one.
-    goals = ["utilization=0.9"] if q else ["bytes", "utilization=0.9", "time"]
+    # Each goal trains its plan across the namespaces for a minute or more; a
+    # quick run leaves them to the full run and to the netsim_plan_check test.
+    goals = [] if q else ["bytes", "utilization=0.9", "time"]
+    if q:
+        checks.append("A quick run leaves the time goals out: the full run and the `netsim_plan_check` test check them.")
     for goal in goals:
         shown = f"tests/netsim/plan_check.sh {goal}"
         print(f"bench: {shown}", file=sys.stderr, flush=True)
@@ -711,8 +735,8 @@ slides in either.
 
 {tables}
 
-Target: the cache at least 5x faster at {tokens} tokens: {', '.join(f'{r:.1f}x' for r in ratios)}
-({yes(bool(ratios) and min(ratios) >= 5 and same)}; the same greedy ids both ways: {yes(same)}).
+Target: the cache at least 5x faster at 256 tokens: {', '.join(f'{r:.1f}x' for r in ratios)}
+({'judged by the full run: the gain grows with the length, and a quick run samples 64' if q else yes(bool(ratios) and min(ratios) >= 5 and same)}; the same greedy ids both ways: {yes(same)}).
 """
 
 
