@@ -17,9 +17,10 @@ trap 'rm -rf "$out"' EXIT
 
 # kind d_model layers heads seq_len batch codec precision
 configs=("gpt 128 2 4 64 16 none fp32" "gpt 256 4 8 128 16 none fp32" "gpt 256 4 8 128 16 int8 fp32"
-         "gpt 256 4 8 128 16 none bf16" "llama 256 4 8 128 16 none fp32")
-[[ $quick == --quick ]] || configs+=("gpt 384 6 6 256 8 none fp32" "llama 512 4 8 256 8 none fp32"
-                                      "gpt 512 8 8 256 16 none fp32")
+         "gpt 256 4 8 128 16 none bf16" "llama 256 4 8 128 16 none fp32" "gpt 384 6 6 256 8 none fp32"
+         "llama 512 4 8 256 8 none fp32" "gpt 512 8 8 256 16 none fp32")
+# --quick: the smallest GPT, a codec, bf16 and a Llama (within scripts/bench --quick's 10 minutes).
+[[ $quick == --quick ]] && configs=("${configs[0]}" "${configs[2]}" "${configs[3]}" "${configs[4]}")
 shape() {
   read -r kind d L a T B codec prec <<< "$1"
   echo "--set model.kind=$kind --set model.d_model=$d --set model.n_layers=$L --set model.n_heads=$a"\

@@ -107,7 +107,7 @@
     charts.push(chart);
   }
   // Log axes: a label at each power of ten only (Chart.js would crowd 1-9 x
-  // 10^k), or at every tick of a range within one decade.
+  // 10^k), or at every tick of a range that holds fewer than two.
   function decades(unit) {
     const bytes = ["B", "KB", "MB", "GB", "TB", "PB"];
     const decade = (v) => Math.abs(Math.log10(v) - Math.round(Math.log10(v))) < 1e-9;
@@ -116,7 +116,7 @@
       const k = Math.min(bytes.length - 1, Math.max(0, Math.floor(Math.log10(v) / 3 + 1e-9)));
       return Number((v / Math.pow(1000, k)).toPrecision(3)) + " " + bytes[k];
     };
-    return (v, i, ticks) => (decade(v) || !ticks.some((t) => decade(t.value)) ? text(v) : "");
+    return (v, i, ticks) => (decade(v) || ticks.filter((t) => decade(t.value)).length < 2 ? text(v) : "");
   }
   function line(label, data, i, extra) {
     return Object.assign({ label: label, data: data, borderColor: color(i), backgroundColor: color(i),
@@ -170,7 +170,7 @@
          siteSets(utilization), { x: "round", y: "share of the round" }, { yrange: { min: 0, max: 1.05 } });
     draw("sites", "H", "Inner steps per round (H) per site",
          siteSets((rows, r, k, s) => (r.site_steps && s < r.site_steps.length ? r.site_steps[s] : null), { stepped: "middle" }),
-         { x: "round", y: "inner steps" });
+         { x: "round", y: "inner steps" }, { yrange: { min: 0, ticks: { precision: 0 } } });
     const speed = runs.map((run, i) => line(run.name, points(run.rows, roundsOf(run.rows), "tokens_per_s"), i));
     draw("sites", "tokens_per_s", "Tokens per second (all sites)", speed, { x: "round", y: "tokens/s" },
          { empty: "no tokens/s in these metrics (written by diloco since the live line has it)" });
@@ -219,18 +219,19 @@
     const sets = [];
     const table = [];
     runs.forEach((run, i) => {
-      sets.push(line(run.name + " members", points(run.rows, roundsOf(run.rows), "members"), i, { stepped: "middle" }));
+      // A change belongs to the round that made it: the count steps at that round.
+      sets.push(line(run.name + " members", points(run.rows, roundsOf(run.rows), "members"), i, { stepped: "before" }));
       const ev = membershipEvents(run);
       for (const [kind, [shape, c]] of Object.entries(styles)) {
         const data = ev.filter((e) => e.kind === kind).map((e) => ({ x: e.round, y: e.members == null ? 0 : e.members, e: e }));
-        sets.push(line(run.name + " " + kind, data, i, { showLine: false, pointRadius: 7, pointStyle: shape,
+        sets.push(line(run.name + " " + kind, data, i, { showLine: false, pointRadius: 7, pointStyle: shape, clip: 10,
                                                          borderColor: c, backgroundColor: c, borderWidth: 2 }));
       }
       for (const e of ev) table.push([run.name, e.round, e.epoch == null ? "" : e.epoch, e.kind, e.sites, e.why]);
     });
     draw("membership", "membership", "Membership: sites in the group, joins, losses, refusals, left-out sites", sets,
          { x: "round", y: "sites in the group" },
-         { empty: "no membership changes or left-out sites in these runs",
+         { empty: "no membership changes or left-out sites in these runs", yrange: { min: 0, ticks: { precision: 0 } },
            tooltip: (ctx) => (ctx.raw.e ? ctx.raw.e.kind + ": " + ctx.raw.e.sites + (ctx.raw.e.why ? " (" + ctx.raw.e.why + ")" : "")
                                        : ctx.dataset.label + ": " + ctx.raw.y) });
     if (table.length) {
