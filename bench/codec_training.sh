@@ -2,14 +2,14 @@
 # Training effect of each codec: recipes/quickstart.toml (same seed, same
 # rounds) once per codec on 4 ranks (2 sites x 2), one table: final eval loss,
 # its change against "none", bytes sent between sites and the reduction.
-# Usage: bench/codec_training.sh [extra --set flags...]
+# Usage: [CODECS="none int8 ..."] bench/codec_training.sh [extra --set flags...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/mpi_env
 bin=build/diloco
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-codecs=("none" "fp16" "int8" "int4" "topk" "topk+int8" "sign")
+read -r -a codecs <<< "${CODECS:-none fp16 int8 int4 topk topk+int8 sign}"  # CODECS: a subset, "none" first
 printf '# recipes/quickstart.toml, 4 ranks = 2 sites x 2, %s\n' "$*"
 printf '%-10s %-6s %12s %10s %14s %10s %8s\n' codec ef final_eval vs_none bytes_sent reduction wall_s
 base_loss=""

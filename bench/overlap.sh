@@ -3,7 +3,7 @@
 # which a blocking exchange takes about 35-40% of wall time) run once per overlap
 # mode at the same H, then the largest single exchange of streaming against
 # the fragment count on a deeper model. Ratios are measured side by side.
-# Usage: bench/overlap.sh [extra --set flags...]
+# Usage: [FRAGMENTS="1 4"] bench/overlap.sh [extra --set flags...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/mpi_env
@@ -47,7 +47,8 @@ echo
 echo "# streaming: largest single exchange against sync.fragments (model.n_layers = 8, 2 rounds)"
 printf '%-9s %12s %9s\n' fragments peak_bytes reduction
 first=""
-for f in 1 2 4 8; do
+read -r -a fragment_counts <<< "${FRAGMENTS:-1 2 4 8}"  # FRAGMENTS: a subset, 1 first
+for f in "${fragment_counts[@]}"; do
   mpirun -np 2 --bind-to none "$bin" train recipes/streaming.toml --set model.n_layers=8 --set outer.rounds=2 \
     --set "sync.fragments=$f" --set sync.overlap_steps=2 "$@" --out "$out/f$f" > "$out/f$f.log" 2>&1 \
     || { tail -20 "$out/f$f.log"; exit 1; }

@@ -30,11 +30,12 @@ def env():
     return e
 
 
-def run(cmd, log=None):
+def run(cmd, log=None, extra_env=None):
     """Runs cmd (a list) from the repository root; returns stdout, exits on failure."""
-    shown = " ".join(shlex.quote(c) for c in cmd)
+    shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in (extra_env or {}).items())
+    shown = (shown + " " if shown else "") + " ".join(shlex.quote(c) for c in cmd)
     print(f"bench: {shown}", file=sys.stderr, flush=True)
-    p = subprocess.run(cmd, cwd=ROOT, env=env(), capture_output=True, text=True)
+    p = subprocess.run(cmd, cwd=ROOT, env=dict(env(), **(extra_env or {})), capture_output=True, text=True)
     if log:
         with open(log, "w") as f:
             f.write(p.stdout + p.stderr)
@@ -103,6 +104,8 @@ def inner_overhead(q):
     out = outs[len(outs) // 2]
     ratio = med([float(o.split("diloco / raw step time:")[1].split()[0]) for o in outs])
     vs_python = py_ms / diloco_ms
+    # Margins of 3% and 10% need the medians of the full run's three alternations.
+    one_alternation = "judged by the full run; a quick run alternates once"
     loader = float(out.split("loader / InnerLoop tokens/s:")[1].split()[0].rstrip("x"))
     tokens = 16 * 64
     lines = out.split("\n\ndiloco")[0].splitlines()
@@ -141,8 +144,8 @@ def inner_overhead(q):
         big_c.append(row_ms(run(big_cmd), "| diloco InnerLoop"))
         big_p.append(row_ms(run(big_py_cmd), "| python eager"))
     big_vs_python = med(big_p) / med(big_c)
-    profile_cmd = ["/usr/bin/python3", "bench/profile_step.py", "--steps", "10" if q else "20", "--top", "10"]
-    profile = run(profile_cmd)
+    profile_cmd = ["/usr/bin/python3", "bench/profile_step.py", "--steps", "20", "--top", "10"]
+    profile = "(The full run profiles the step; a quick run leaves it out.)" if q else run(profile_cmd)
     rows = "\n".join(l for t in (llama, ts) for l in t.splitlines() if l.startswith("| diloco") or l.startswith("| raw"))
     return f"""## 1. Inner-loop overhead (`bench/inner_bench.cpp`)
 
@@ -159,8 +162,8 @@ Commands: `{' '.join(cmd)}` and `{' '.join(py_cmd)}`, alternated {rounds}x
 
 {table.strip()}
 
-diloco / raw step time: **{ratio:.3f}** (target ≤ 1.03: {yes(ratio <= 1.03)}).
-diloco steps/s over Python eager's: **{vs_python:.3f}** (target ≥ 1.10: {yes(vs_python >= 1.10)}).
+diloco / raw step time: **{ratio:.3f}** (target ≤ 1.03: {one_alternation if q else yes(ratio <= 1.03)}).
+diloco steps/s over Python eager's: **{vs_python:.3f}** (target ≥ 1.10: {one_alternation if q else yes(vs_python >= 1.10)}).
 At ~25M parameters (the byte GPT with `{' '.join(big[:6])}`, batch 16 x 64,
 `{' '.join(big_cmd)}` and `{' '.join(big_py_cmd)}` alternated {rounds}x): diloco
 {med(big_c):.0f} ms, Python eager {med(big_p):.0f} ms per step, diloco steps/s over Python's
@@ -199,7 +202,8 @@ def codecs(q):
     cmd = ["build/bench/bench_compression"] + (["--elements", "4194304", "--repeats", "3"] if q else [])
     throughput = run(cmd)
     train_cmd = ["bench/codec_training.sh"] + (["--set", "outer.rounds=4"] if q else [])
-    training = run(train_cmd)
+    # A quick run trains the codecs the targets name.
+    training = run(train_cmd, extra_env={"CODECS": "none int8 int4 topk"} if q else None)
     losses = {}
     for line in training.splitlines():
         parts = line.split()
@@ -229,22 +233,42 @@ ratio; RMS error relative to the input's RMS.
 Command: `{' '.join(cmd)}`
 
 {code(throughput)}
-Targets: every codec's encode and decode at least 0.3 of memcpy, int8 and fp16
-at least 0.6: {yes(not short)}{'' if not short else ' (short: ' + ', '.join(short) + ')'}; `none` (a copy and
-its CRC32C) encodes at least 0.7 of memcpy: {yes(none_enc >= 0.7)} ({none_enc:.2f}).
+{throughput_verdict(q, short, none_enc)}
 
 ### Training effect of each codec (`bench/codec_training.sh`)
 
 `recipes/quickstart.toml` (4 ranks = 2 sites x 2) once per codec, same seed,
 error feedback on for lossy codecs (decay 0.5), top-k ratio 0.1.
 
-Command: `{' '.join(train_cmd)}`
+Command: `{'CODECS="none int8 int4 topk" ' if q else ''}{' '.join(train_cmd)}`
 
 {code(training)}
 Targets: int8 within 1% of fp32 ({change['int8']:+.2f}%: {yes(abs(change['int8']) <= 1)}), int4 within 3%
 ({change['int4']:+.2f}%: {yes(change['int4'] <= 3)}), top-k 0.1 with error feedback within 5%
 ({change['topk']:+.2f}%: {yes(change['topk'] <= 5)}), int8 about 4x fewer bytes ({bytes_cut['int8']:.2f}x).
 """
+
+
+def throughput_verdict(q, short, none_enc):
+    targets = ("Targets (at the full size, 16M values): every codec's encode and decode at least 0.3 of memcpy, "
+               "int8 and fp16\nat least 0.6; `none` (a copy and its CRC32C) encodes at least 0.7 of memcpy")
+    if q:
+        # The ratios move with the size (`none` encoded at 0.31 of memcpy at
+        # 4M values and 0.79 at 16M in one pair of runs): not judged here.
+        return f"{targets}: judged by the full run (this quick run's 4M values are shown, not judged)."
+    return (f"{targets}: {yes(not short)}{'' if not short else ' (short: ' + ', '.join(short) + ')'}; "
+            f"`none` {yes(none_enc >= 0.7)} ({none_enc:.2f}).")
+
+
+def bound_verdict(q, over, worst, worst_codec):
+    if q:
+        # At 1M values the encode, decode and start of each exchange weigh
+        # more against the link time than at the full run's 4M.
+        return (f"Targets ≤ 1.10x of the bound with 2 sites, ≤ 1.25x with 4, at 4M values: judged by the full run "
+                f"(this quick run's 1M values are shown, not judged; worst {worst:.2f}x, {worst_codec}).")
+    return (f"Target ≤ 1.10x of the bound with 2 sites (one rank per core): {yes(not over[2])}"
+            f"{'' if not over[2] else ' for ' + ', '.join(over[2])};\n≤ 1.25x with 4 sites (two ranks per core): "
+            f"{yes(not over[4])}{'' if not over[4] else ' for ' + ', '.join(over[4])}; worst {worst:.2f}x ({worst_codec}).")
 
 
 def exchange_vs_bound(q):
@@ -285,8 +309,7 @@ the emulated link time). The payload is the largest one a site sent.
 Commands: `{cmds[0]}` and `{cmds[1]}`
 
 {chr(10).join(out)}
-Target ≤ 1.10x of the bound with 2 sites (one rank per core): {yes(not over[2])}{'' if not over[2] else ' for ' + ', '.join(over[2])};
-≤ 1.25x with 4 sites (two ranks per core): {yes(not over[4])}{'' if not over[4] else ' for ' + ', '.join(over[4])}; worst {worst:.2f}x ({worst_codec}).
+{bound_verdict(q, over, worst, worst_codec)}
 What is left above the bound is compute on this machine, not the link: the
 emulated link time runs alongside the real transfer, and error feedback
 (encoding the own payload and decoding it) runs while the sites' reports
@@ -295,7 +318,17 @@ after the payload's transfer, and with 4 sites 4 ranks share 2 cores.
 """
 
 
-def diloco_vs_dp(q, plots_dir):
+def dp_settings(q, Hs, H1, tau):
+    if q:
+        return (f"A quick run tries data-parallel and DiLoCo (Nesterov 0.7/0.9) at H = {H1}, then the\n"
+                f"longer runs at H = {H1} with int8 and H = {2 * H1} with int4 (error feedback on); the\n"
+                "full run adds local SGD, more H, streaming and int8 at the shorter length.")
+    return (f"DiLoCo uses Nesterov 0.7/0.9 with H ∈ {{{', '.join(map(str, Hs))}}}, then H = {H1} with int8 and with\n"
+            f"streaming (2 fragments, τ = {tau}, α = 0.5), and longer runs with larger H and\n"
+            "int8/int4 (error feedback on for lossy codecs).")
+
+
+def diloco_vs_dp(q, report_dir):
     steps = 120 if q else 400
     site_counts = (2,) if q else (2, 4)
     Hs = [steps // 40, steps // 8, steps // 2]
@@ -312,12 +345,10 @@ averaged through the same exchange and link (fp32, no agreement message) and
 one AdamW update is applied everywhere, as DDP would over these links.
 `local SGD H=1` is the former baseline (`recipes/local-sgd-h1.toml`): each
 site steps its own AdamW, then the parameters are averaged every step.
-DiLoCo uses Nesterov 0.7/0.9 with H ∈ {{{', '.join(map(str, Hs))}}}, then H = {H1} with int8 and with
-streaming (2 fragments, τ = {tau}, α = 0.5), and longer runs with larger H and
-int8/int4 (error feedback on for lossy codecs). `vs DP` is the final eval
+{dp_settings(q, Hs, H1, tau)} `vs DP` is the final eval
 loss against data-parallel's; `to DP loss` is the wall time and the bytes
 sent at the first evaluation at or below data-parallel's final eval loss.
-Plots (scripts/plot, eval loss against wall time and against bytes):
+The report page of each comparison is linked below its table.
 """]
     for sites in site_counts:
         lat = ",".join(["50.0"] * sites)
@@ -326,25 +357,28 @@ Plots (scripts/plot, eval loss against wall time and against bytes):
                   "--set", f"links.bandwidth_mbps=[{bw}]", "--set", "checkpoint.every=0",
                   "--set", "metrics.eval_windows=64"]
         # name, recipe, H, inner steps, extra flags
-        configs = [("data-parallel", "recipes/data-parallel.toml", 10, steps, []),
-                   ("local SGD H=1", "recipes/local-sgd-h1.toml", 1, steps, [])]
-        for H in Hs:
-            configs.append((f"diloco H={H}", "recipes/quickstart.toml", H, steps, []))
         int8 = ["--set", "compression.codec=int8"]
         int4 = ["--set", "compression.codec=int4"]
-        configs.append((f"diloco H={H1} int8", "recipes/quickstart.toml", H1, steps, int8))
-        configs.append((f"diloco H={H1} streaming", "recipes/quickstart.toml", H1, steps,
-                        ["--set", "sync.overlap=streaming", "--set", "sync.fragments=2",
-                         "--set", f"sync.overlap_steps={tau}"]))
+        configs = [("data-parallel", "recipes/data-parallel.toml", 10, steps, [])]
+        if not q:
+            configs.append(("local SGD H=1", "recipes/local-sgd-h1.toml", 1, steps, []))
+        for H in (Hs if not q else [H1]):
+            configs.append((f"diloco H={H}", "recipes/quickstart.toml", H, steps, []))
+        if not q:
+            configs.append((f"diloco H={H1} int8", "recipes/quickstart.toml", H1, steps, int8))
+            configs.append((f"diloco H={H1} streaming", "recipes/quickstart.toml", H1, steps,
+                            ["--set", "sync.overlap=streaming", "--set", "sync.fragments=2",
+                             "--set", f"sync.overlap_steps={tau}"]))
         configs.append((f"diloco H={H1} int8 x2", "recipes/quickstart.toml", H1, 2 * steps, int8))
-        configs.append((f"diloco H={2 * H1} int8 x2", "recipes/quickstart.toml", 2 * H1, 2 * steps, int8))
+        if not q:
+            configs.append((f"diloco H={2 * H1} int8 x2", "recipes/quickstart.toml", 2 * H1, 2 * steps, int8))
         configs.append((f"diloco H={2 * H1} int4 x2", "recipes/quickstart.toml", 2 * H1, 2 * steps, int4))
         results = []
         tmp = tempfile.mkdtemp()
         dirs = []
         for name, recipe, H, n_steps, extra in configs:
             rounds = n_steps // H
-            out_dir = os.path.join(tmp, name.replace(" ", "_").replace("=", ""))
+            out_dir = os.path.join(tmp, name.replace(" ", "-").replace("=", ""))
             cmd = ["mpirun", "-np", str(sites), "--bind-to", "none", BIN, "train", recipe] + common + [
                 "--set", f"sync.H={H}", "--set", f"outer.rounds={rounds}",
                 "--set", f"metrics.eval_every={max(1, rounds // 10)}", "--set", f"inner.warmup_steps={steps // 20}",
@@ -368,10 +402,11 @@ Plots (scripts/plot, eval loss against wall time and against bytes):
                         f"{'not reached' if reach is None else f'{reach[1] / 1e6:.1f} MB'} |")
         diloco = [r for r in results if r["name"].startswith("diloco")]
         close = [r for r in diloco if r["final"] <= 1.03 * dp["final"]]
-        local = results[1]
-        verdict = [f"Data-parallel: {dp['final']:.4f} in {dp['wall']:.0f} s with {dp['bytes'] / 1e6:.0f} MB; "
-                   f"local SGD H=1 (the former baseline): {local['final']:.4f} "
-                   f"({100 * (local['final'] / dp['final'] - 1):+.1f}%) in {local['wall']:.0f} s."]
+        local = next((r for r in results if r["name"].startswith("local SGD")), None)
+        verdict = [f"Data-parallel: {dp['final']:.4f} in {dp['wall']:.0f} s with {dp['bytes'] / 1e6:.0f} MB"
+                   + ("." if local is None else
+                      f"; local SGD H=1 (the former baseline): {local['final']:.4f} "
+                      f"({100 * (local['final'] / dp['final'] - 1):+.1f}%) in {local['wall']:.0f} s.")]
         if close:
             best = max(close, key=lambda r: dp["bytes"] / r["bytes"])
             verdict.append(f"DiLoCo settings within 3% of data-parallel's final loss: {len(close)} of {len(diloco)}; "
@@ -390,12 +425,22 @@ Plots (scripts/plot, eval loss against wall time and against bytes):
         else:
             verdict.append("No DiLoCo setting tried here reaches data-parallel's final loss.")
         text.append("\n" + " ".join(verdict))
-        dest = os.path.join(plots_dir, f"dp-vs-diloco-{sites}sites")
-        os.makedirs(dest, exist_ok=True)
-        run(["scripts/plot"] + dirs + ["--to", dest])
-        text.append(f"\nPlots: [{os.path.relpath(dest, ROOT)}/eval_loss.png]({os.path.relpath(dest, ROOT)}/eval_loss.png)\n")
+        page = os.path.join(report_dir, f"BENCHMARKS-dp-vs-diloco-{sites}sites.html")
+        run([BIN, "report"] + dirs + ["--out", page, "--title", f"DiLoCo against data parallelism, {sites} sites"])
+        text.append(f"\nCharts (`diloco report`: loss against steps, wall time and bytes, utilization and H per "
+                    f"site, links): [{os.path.basename(page)}]({os.path.basename(page)})\n")
         shutil.rmtree(tmp)
     return "\n".join(text) + "\n"
+
+
+def nesterov_verdict(q, nesterov, averaging, rounds):
+    change = f"({100 * (nesterov / averaging - 1):+.2f}%)"
+    if q:
+        return f"judged by the full run {change}: the paper measures it over 88 rounds, a quick run has {rounds}"
+    if nesterov < averaging:
+        return f"yes {change}"
+    return (f"**no** {change}. The paper measures it over many outer steps (88 rounds of H = 500); here there are "
+            f"{rounds} rounds, too few for momentum 0.9 to pay back its overshoot")
 
 
 def ablations(q):
@@ -403,7 +448,15 @@ def ablations(q):
     base = ["--set", "checkpoint.every=0", "--set", f"inner.warmup_steps={steps // 20}",
             "--set", "metrics.eval_windows=128"]
 
+    done = {}  # a run asked for twice (the same seed and settings) is run once
+
     def train(sites, H, extra=()):
+        key = (sites, H, tuple(extra))
+        if key not in done:
+            done[key] = train_once(sites, H, extra)
+        return done[key]
+
+    def train_once(sites, H, extra):
         tmp = tempfile.mkdtemp()
         out_dir = os.path.join(tmp, "run")
         cmd = ["mpirun", "-np", str(sites), "--bind-to", "none", BIN, "train", "recipes/quickstart.toml",
@@ -432,10 +485,9 @@ outer.rounds={steps}/H ...` with the changes named in each row.
 | Nesterov, lr 0.7, momentum 0.9 | {nesterov:.4f} |
 | SGD lr 1, no momentum (parameter averaging) | {averaging:.4f} |
 
-Paper: Nesterov momentum beats plain averaging. Reproduced here: {'yes' if nesterov < averaging else '**no**'}
-({100 * (nesterov / averaging - 1):+.2f}%){'' if nesterov < averaging else f'. The paper measures it over many outer steps (88 rounds of H = 500); here there are {steps // H0} rounds, too few for momentum 0.9 to pay back its overshoot'}.
+Paper: Nesterov momentum beats plain averaging. Reproduced here: {nesterov_verdict(q, nesterov, averaging, steps // H0)}.
 """)
-    Hs = [steps // 40, steps // 16, steps // 8, steps // 4, steps // 2]
+    Hs = [steps // 40, steps // 8, steps // 2] if q else [steps // 40, steps // 16, steps // 8, steps // 4, steps // 2]
     h_loss = [(H, train(2, H)) for H in Hs]
     text.append("### Sync period H (2 sites, Nesterov)\n\n| H | rounds | final eval loss |\n|---:|---:|---:|")
     for H, loss in h_loss:
@@ -532,7 +584,8 @@ are held during its exchange.
 
 def overlap(q):
     cmd = ["bench/overlap.sh"] + (["--set", "outer.rounds=5"] if q else [])
-    out = run(cmd)
+    # A quick run measures the peak exchange of 1 and 4 fragments only.
+    out = run(cmd, extra_env={"FRAGMENTS": "1 4"} if q else None)
     util = {}
     for line in out.splitlines():
         parts = line.split()
@@ -547,7 +600,7 @@ site, `util_slowest` the slower site (which waits for nobody), `exposed` the
 share of wall time spent on sync while not computing (means over the middle
 rounds).
 
-Command: `{' '.join(cmd)}`
+Command: `{'FRAGMENTS="1 4" ' if q else ''}{' '.join(cmd)}`
 
 {code(out)}
 Blocking exposes {util['none'][2]:.2f} of wall time; delayed {util['delayed'][2]:.3f}, streaming
@@ -578,7 +631,7 @@ Command: `{' '.join(cmd)}`
 
 
 def recovery(q):
-    cmd = ["bench/recovery.sh", "1" if q else "2", "5", "10"]
+    cmd = ["bench/recovery.sh", "1", "5"] if q else ["bench/recovery.sh", "2", "5", "10"]
     out = run(cmd)
     return f"""## 10. Losing and regaining a site launched apart (`bench/recovery.sh`)
 
@@ -642,7 +695,11 @@ def plan_check(q):
     in_use = sum(1 for r in rows if abs(float(r[6]) - 1) <= 0.15)
     rss = sum(1 for r in rows if abs(float(r[9]) - 1) <= 0.15)
     checks = []
-    goals = ["bytes", "utilization=0.9", "time"]
+    # Each goal trains its plan across the namespaces for a minute or more; a
+    # quick run leaves them to the full run and to the netsim_plan_check test.
+    goals = [] if q else ["bytes", "utilization=0.9", "time"]
+    if q:
+        checks.append("A quick run leaves the time goals out: the full run and the `netsim_plan_check` test check them.")
     # 3 sites as before; then 4 sites with unequal uplinks, ring and
     # all-gather, where a model of one payload on the slowest pair is wrong.
     # PLAN_OLD_BIN (an earlier build) adds its predictions beside.
@@ -724,8 +781,8 @@ slides in either.
 
 {tables}
 
-Target: the cache at least 5x faster at {tokens} tokens: {', '.join(f'{r:.1f}x' for r in ratios)}
-({yes(bool(ratios) and min(ratios) >= 5 and same)}; the same greedy ids both ways: {yes(same)}).
+Target: the cache at least 5x faster at 256 tokens: {', '.join(f'{r:.1f}x' for r in ratios)}
+({'judged by the full run: the gain grows with the length, and a quick run samples 64' if q else yes(bool(ratios) and min(ratios) >= 5 and same)}; the same greedy ids both ways: {yes(same)}).
 """
 
 
@@ -749,14 +806,14 @@ def main():
                  "build/bench/bench_sample"):
         if not os.access(os.path.join(ROOT, tool), os.X_OK):
             sys.exit(f"bench: {tool} is missing: run scripts/setup first")
-    plots = os.path.join(ROOT, "bench", "plots")
+    report_dir = os.path.dirname(os.path.abspath(args.out))  # the dp section's report pages go beside it
     started = time.time()
     parts = []
     for name, section in SECTIONS:
         if name not in wanted:
             continue
         t0 = time.time()
-        parts.append(section(args.quick, plots) if name == "dp" else section(args.quick))
+        parts.append(section(args.quick, report_dir) if name == "dp" else section(args.quick))
         print(f"bench: section {name} took {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     header = f"""# Benchmarks

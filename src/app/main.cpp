@@ -12,6 +12,7 @@
 
 #include "app/inspect_command.h"
 #include "app/launch_env.h"
+#include "app/observe_commands.h"
 #include "app/use_commands.h"
 #include "app/plan_command.h"
 #include "app/probe_command.h"
@@ -46,6 +47,8 @@ const char* kUsage =
     "  probe RECIPE [--set ...] [--out DIR] [--all-ranks]      measure links between sites, or every rank (under mpirun)\n"
     "  plan RECIPE [--set ...] [--links FILE | --cluster FILE] [--step-s S] [--goal G]\n"
     "                                                          sites, H and codecs from measured links (no MPI)\n"
+    "  status RUN_DIR                                          the latest round of a running or finished run\n"
+    "  report RUN_DIR... --out FILE                            one HTML page comparing runs (charts, summary)\n"
     "  devices                                                 CUDA devices and backends this build can use\n"
     "\n"
     "  diloco --version      print the version\n"
@@ -204,6 +207,8 @@ int main(int argc, char** argv) {
   if (command == "tokenize") return diloco::app::run_tokenize(argc, argv);
   if (command == "eval") return diloco::app::run_eval(argc, argv);
   if (command == "sample") return diloco::app::run_sample(argc, argv);
+  if (command == "status") return diloco::app::run_status(argc, argv);
+  if (command == "report") return diloco::app::run_report(argc, argv);
   if (command == "inspect") return inspect_command(argc, argv);
   if (command == "devices") return devices_command(argc, argv);
   if (command != "train" && command != "check" && command != "probe" && command != "plan") return input_error("unknown command '" + command + "'\n" + kUsage);

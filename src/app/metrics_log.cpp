@@ -44,12 +44,47 @@ nlohmann::ordered_json link_pairs_json(const std::vector<std::vector<comm::LinkE
   return out;
 }
 
-MetricsLog::MetricsLog(const std::string& path, bool append)
-    : out_(path, append ? std::ios::app : std::ios::trunc), path_(path) {
-  if (!out_) throw std::runtime_error("cannot write metrics to " + path);
+metrics::Scalars round_scalars(const outer::RoundMetrics& m, const metrics::Rates& rates) {
+  metrics::Scalars s{{"round/train_loss", m.train_loss},
+                     {"round/tokens", static_cast<double>(m.tokens)},
+                     {"round/bytes_sent", static_cast<double>(m.bytes_sent)},
+                     {"round/wall_s", m.wall_s},
+                     {"round/utilization", m.utilization},
+                     {"round/comm_share", m.comm_share},
+                     {"round/H", m.H},
+                     {"round/excluded_total", static_cast<double>(m.excluded_total)}};
+  if (m.eval_loss) s.emplace_back("round/eval_loss", *m.eval_loss);
+  if (rates.tokens_per_s) s.emplace_back("round/tokens_per_s", *rates.tokens_per_s);
+  if (rates.mfu) s.emplace_back("round/mfu", *rates.mfu);
+  if (rates.eta_s) s.emplace_back("round/eta_s", *rates.eta_s);
+  for (std::size_t i = 0; i < m.site_steps.size(); ++i) {
+    const std::string site = "site/site-" + std::to_string(i);
+    s.emplace_back(site + "/H", m.site_steps[i]);
+    if (i < m.site_step_s.size()) s.emplace_back(site + "/step_s", m.site_step_s[i]);
+  }
+  if (m.link) {
+    s.emplace_back("link/latency_ms", m.link->latency_s * 1000.0);
+    if (m.link->bandwidth_bytes_per_s > 0.0) s.emplace_back("link/bandwidth_mbps", to_mbps(m.link->bandwidth_bytes_per_s));
+  }
+  for (const auto& pair : link_pairs_json(m.probed)) {
+    const std::string link = "link/site-" + pair["a"].dump() + "-site-" + pair["b"].dump();
+    s.emplace_back(link + "/latency_ms", pair["latency_ms"].get<double>());
+    s.emplace_back(link + "/bandwidth_mbps", pair["bandwidth_mbps"].get<double>());
+  }
+  if (m.members > 0) {
+    s.emplace_back("membership/epoch", m.epoch);
+    s.emplace_back("membership/members", m.members);
+  }
+  return s;
 }
 
-std::string MetricsLog::to_json(const outer::RoundMetrics& m) {
+MetricsLog::MetricsLog(const std::string& path, bool append, const std::string& tensorboard_dir)
+    : out_(path, append ? std::ios::app : std::ios::trunc), path_(path) {
+  if (!out_) throw std::runtime_error("cannot write metrics to " + path);
+  if (!tensorboard_dir.empty()) events_ = std::make_unique<metrics::EventWriter>(tensorboard_dir);
+}
+
+std::string MetricsLog::to_json(const outer::RoundMetrics& m, const metrics::Rates& rates) {
   Json o;
   o["round"] = m.round;
   o["H"] = m.H;
@@ -64,6 +99,9 @@ std::string MetricsLog::to_json(const outer::RoundMetrics& m) {
   o["wait_s"] = m.wait_s;
   o["comm_share"] = m.comm_share;
   o["utilization"] = m.utilization;
+  o["tokens_per_s"] = optional(rates.tokens_per_s);
+  o["mfu"] = optional(rates.mfu);
+  o["eta_s"] = optional(rates.eta_s);
   o["peak_exchange_bytes"] = m.peak_exchange_bytes;
   o["predicted_comm_share"] = m.predicted_comm_share;
   o["step_s"] = m.step_s;
@@ -88,10 +126,15 @@ std::string MetricsLog::to_json(const outer::RoundMetrics& m) {
   return o.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
-void MetricsLog::write(const outer::RoundMetrics& m) {
-  out_ << to_json(m) << "\n";
+void MetricsLog::write(const outer::RoundMetrics& m, const metrics::Rates& rates) {
+  out_ << to_json(m, rates) << "\n";
   out_.flush();
   if (!out_) throw std::runtime_error("cannot write metrics to " + path_);
+  if (events_) events_->add_scalars(m.round, round_scalars(m, rates));
+}
+
+void MetricsLog::write_step(std::int64_t step, double loss, double lr, double grad_norm) {
+  if (events_) events_->add_scalars(step, {{"step/loss", loss}, {"step/lr", lr}, {"step/grad_norm", grad_norm}});
 }
 
 }  // namespace diloco::app

@@ -129,6 +129,12 @@ struct LinksSection {
   std::shared_ptr<comm::LinkEmulator> emulator() const;
 };
 
+// What a run shows besides metrics.jsonl ([metrics] keys).
+struct ObserveSection {
+  bool tensorboard = false;  // metrics.tensorboard: TensorBoard event files in OUT/tb
+  double peak_tflops = 0.0;  // metrics.peak_tflops: one device's dense peak; 0: a GPU's from its name, none on CPU
+};
+
 struct CheckpointSection {
   std::string dir;  // empty: OUT/checkpoints
   int every = 0;    // 0: only when a stop signal arrives
@@ -155,6 +161,7 @@ struct Recipe {
   RendezvousSection rendezvous;
   SecuritySection security;
   outer::EvalConfig metrics;
+  ObserveSection observe;  // the other [metrics] keys
   CheckpointSection checkpoint;
   LinksSection links;
   TimeoutSection timeouts;  // recipe keys sync.timeout_s, sync.startup_timeout_s

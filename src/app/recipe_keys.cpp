@@ -383,6 +383,9 @@ void links_keys(std::vector<Key>& k) {
 void metrics_keys(std::vector<Key>& k) {
   k.push_back(integer_key("metrics", "eval_every", &R::metrics, &outer::EvalConfig::every, 1, 1 << 30));
   k.push_back(integer_key("metrics", "eval_windows", &R::metrics, &outer::EvalConfig::windows, 1, 1 << 24));
+  k.push_back(bool_key("metrics", "tensorboard", &R::observe, &ObserveSection::tensorboard));
+  k.push_back(number_key("metrics", "peak_tflops", &R::observe, &ObserveSection::peak_tflops,
+                         [](double v) { return v >= 0.0 && v <= 1e6; }, "in [0, 1e6]"));
 }
 
 }  // namespace

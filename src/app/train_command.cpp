@@ -95,9 +95,11 @@ class TrainSession {
       if (root_) std::cerr << "diloco: error: " << e.message << std::endl;
       return 2;
     }
-    if (root_)
+    if (root_) {
       print_banner({recipe_, comms_.topology, launch_, *dataset_, inner_loop_->num_params(), device_,
                     comm::to_string(intra_site_)});
+      std::printf("%s\n", mfu_note_.c_str());
+    }
     install_stop_handlers();
     const auto summary = trainer_->run(hooks());
     const double peak_rss = comm::max_over_ranks(*comms_.world, peak_rss_bytes());
@@ -265,10 +267,19 @@ class TrainSession {
     const std::string path = recipe_.run.out_dir + "/metrics.jsonl";
     try {
       if (resumed_round_ > 0) trim_metrics(path, resumed_round_);
-      log_ = std::make_unique<MetricsLog>(path, resumed_round_ > 0);
+      log_ = std::make_unique<MetricsLog>(path, resumed_round_ > 0,
+                                          recipe_.observe.tensorboard ? recipe_.run.out_dir + "/tb" : "");
     } catch (const std::exception& e) {
       throw StepError{std::string("metrics: ") + e.what()};
     }
+    const Peak peak = device_peak(recipe_, device_);
+    const auto& m = recipe_.model;
+    const double flops = m.kind == inner::ModelKind::kTorchScript
+                             ? 0.0
+                             : metrics::train_flops_per_token(static_cast<double>(inner_loop_->num_params()),
+                                                              m.n_layers, m.d_model, m.seq_len);
+    rates_.emplace(recipe_.outer.rounds, flops, peak.tflops * 1e12 * comms_.topology.site_size);
+    mfu_note_ = flops > 0.0 ? peak.source : "MFU: off (a TorchScript model's FLOPs are not known)";
   }
 
   outer::Trainer::Hooks hooks() {
@@ -279,6 +290,7 @@ class TrainSession {
     hooks.on_step = [this, live, last = std::chrono::steady_clock::now() - std::chrono::seconds(1)](
                         int round, int step, double loss) mutable {
       inject_process_faults();
+      if (log_) log_->write_step(inner_loop_->step(), loss, inner_loop_->last_lr(), inner_loop_->last_grad_norm());
       if (!live) return;
       const auto now = std::chrono::steady_clock::now();
       if (now - last < std::chrono::milliseconds(250)) return;
@@ -290,8 +302,10 @@ class TrainSession {
       watchdog_.set_timeout(steady_timeout(recipe_));  // start-up is over
       if (links_) links_->set_round(m.round + 1);
       if (!root_) return;
-      log_->write(m);
-      std::printf("%s%s\n", live ? "\r\033[K" : "", round_line(m, recipe_.outer.rounds).c_str());
+      const auto rates = rates_->observe(m.round, static_cast<double>(m.tokens), m.wall_s,
+                                         static_cast<double>(m.H) * static_cast<double>(inner_loop_->tokens_per_step()));
+      log_->write(m, rates);
+      std::printf("%s%s\n", live ? "\r\033[K" : "", round_line(m, recipe_.outer.rounds, rates).c_str());
       for (const auto& e : m.excluded)
         std::printf("  site %d left out of round %d: %s\n", e.site, m.round, outer::to_string(e.reason));
       for (const auto& c : m.membership) std::printf("  %s\n", membership_line(c, m.round).c_str());
@@ -345,6 +359,8 @@ class TrainSession {
   std::unique_ptr<comm::Membership> membership_;  // site leader of a rendezvous run
   std::unique_ptr<outer::Trainer> trainer_;
   std::unique_ptr<MetricsLog> log_;
+  std::optional<metrics::RateMeter> rates_;  // rank 0
+  std::string mfu_note_;                     // how the device's peak was found, for the banner
   int resumed_round_ = 0;
 };
 

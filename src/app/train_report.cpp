@@ -34,7 +34,19 @@ std::string human_count(double count) {
   return scaled(count, kUnits, "");
 }
 
-std::string round_line(const outer::RoundMetrics& m, int rounds) {
+std::string rates_text(const metrics::Rates& rates) {
+  std::string out;
+  if (rates.tokens_per_s) out += "  " + human_count(*rates.tokens_per_s) + " tok/s";
+  if (rates.mfu) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "  MFU %.1f%%", 100.0 * *rates.mfu);
+    out += buf;
+  }
+  if (rates.eta_s) out += "  left " + metrics::human_duration(*rates.eta_s);
+  return out;
+}
+
+std::string round_line(const outer::RoundMetrics& m, int rounds, const metrics::Rates& rates) {
   char buf[256];
   const double share = m.wall_s > 0 ? 100.0 * m.comm_s / m.wall_s : 0.0;
   char eval[32] = "   -  ";
@@ -42,7 +54,7 @@ std::string round_line(const outer::RoundMetrics& m, int rounds) {
   std::snprintf(buf, sizeof(buf), "round %4d/%-4d H %-4d train %6.3f  eval %s  tokens %9lld  sent %10s  comm %5.1f%%  wall %7.1fs",
                 m.round, rounds, m.H, m.train_loss, eval, static_cast<long long>(m.tokens),
                 human_bytes(static_cast<double>(m.bytes_sent)).c_str(), share, m.wall_s);
-  return buf;
+  return buf + rates_text(rates);
 }
 
 std::string membership_line(const comm::MembershipChange& c, int round) {

@@ -8,6 +8,7 @@
 #include "comm/topology.h"
 #include "inner/data/dataset.h"
 #include "inner/inner_loop.h"
+#include "metrics/rate_meter.h"
 #include "outer/trainer.h"
 
 namespace diloco::app {
@@ -15,7 +16,10 @@ namespace diloco::app {
 std::string human_bytes(double bytes);
 // 2450000 -> "2.45M".
 std::string human_count(double count);
-std::string round_line(const outer::RoundMetrics& m, int rounds);
+// One round; with its rates: tokens/s, MFU (where known) and the time left.
+std::string round_line(const outer::RoundMetrics& m, int rounds, const metrics::Rates& rates = {});
+// The rates' part of a round line: "  12.3K tok/s  MFU 41.0%  left 3m05s".
+std::string rates_text(const metrics::Rates& rates);
 // One change of membership between sites launched apart, as a line.
 std::string membership_line(const comm::MembershipChange& c, int round);
 // Peak resident memory of this process so far, in bytes.

@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdio>
 #include <iostream>
 
 #include "comm/comm_error.h"
 #include "comm/mpi_communicator.h"
 #include "inner/data/dataset.h"
+#include "metrics/rate_meter.h"
 
 namespace diloco::app {
 namespace {
@@ -87,6 +89,23 @@ double steady_timeout(const Recipe& r) {
     std::cerr << "diloco: rank " << rank << ": internal error: unknown exception" << std::endl;
     comm::MpiSession::abort(1);
   }
+}
+
+Peak device_peak(const Recipe& r, const inner::DeviceConfig& device) {
+  char buf[200];
+  if (r.observe.peak_tflops > 0.0) {
+    std::snprintf(buf, sizeof(buf), "MFU: against %g TFLOP/s per rank (metrics.peak_tflops)", r.observe.peak_tflops);
+    return {r.observe.peak_tflops, buf};
+  }
+  if (!device.cuda) return {0.0, "MFU: off on the CPU (set metrics.peak_tflops to a peak measured on this CPU)"};
+  const std::string name = inner::cuda_device_name(device.index);
+  const bool bf16 = device.precision == inner::Precision::kBf16;
+  const double peak = metrics::datasheet_peak_tflops(name, bf16);
+  if (peak <= 0.0)
+    return {0.0, "MFU: off (" + name + " is not in the table of data-sheet peaks: set metrics.peak_tflops)"};
+  std::snprintf(buf, sizeof(buf), "MFU: against %.1f TFLOP/s per GPU (%s data sheet, dense %s)", peak, name.c_str(),
+                bf16 ? "bf16" : "fp32");
+  return {peak, buf};
 }
 
 }  // namespace diloco::app

@@ -5,9 +5,11 @@
 
 #include <exception>
 #include <memory>
+#include <string>
 
 #include "app/recipe.h"
 #include "diloco/compression/codec.h"
+#include "inner/inner_loop.h"
 #include "outer/exchange.h"
 
 namespace diloco::app {
@@ -26,6 +28,17 @@ bool stop_signal_received();
 // The watchdog's limits inside a site, before the first round ends and after.
 double startup_timeout(const Recipe& r);
 double steady_timeout(const Recipe& r);
+
+// One device's dense peak for MFU, in TFLOP/s (0: unknown, no MFU), and a
+// line saying where it came from.
+struct Peak {
+  double tflops = 0.0;
+  std::string source;
+};
+// metrics.peak_tflops when set; else on CUDA the data-sheet peak of the
+// device's model at the run's precision; else none (a CPU has no such
+// figure: measure one and set metrics.peak_tflops).
+Peak device_peak(const Recipe& r, const inner::DeviceConfig& device);
 
 // Prints what ended this rank and aborts the whole job with its exit code.
 [[noreturn]] void end_job(std::exception_ptr error, int rank);

@@ -28,4 +28,13 @@ std::size_t cuda_device_memory(int device) {
 #endif
 }
 
+std::string cuda_device_name(int device) {
+#if defined(DILOCO_TORCH_CUDA)
+  return at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(device))->name;
+#else
+  (void)device;
+  return {};
+#endif
+}
+
 }  // namespace diloco::inner

@@ -174,6 +174,7 @@ struct InnerLoop::Impl {
     auto grads = flat_grads.narrow(0, 0, static_cast<std::int64_t>(num_params));
     if (gradient_sync) sync_wider(grads, std::isfinite(mean_loss));
     const double norm = grads.norm().item<double>();
+    last_norm = norm;
     // Every replica sees the same averaged values, so all skip together.
     if (!std::isfinite(mean_loss) || !std::isfinite(norm)) {
       ++step;  // the next attempt draws the next batch
@@ -181,6 +182,7 @@ struct InnerLoop::Impl {
     }
     if (optim.grad_clip > 0.0 && norm > optim.grad_clip) grads.mul_(optim.grad_clip / (norm + 1e-6));
     const double lr = schedule.at(step);
+    last_lr = lr;
     for (auto& pg : optimizer->param_groups()) static_cast<torch::optim::AdamWOptions&>(pg.options()).lr(lr);
     optimizer->step();
     ++step;
@@ -200,6 +202,8 @@ struct InnerLoop::Impl {
   std::unique_ptr<torch::optim::AdamW> optimizer;
   std::vector<std::int64_t> batch;
   std::int64_t step = 0;
+  double last_lr = 0.0;
+  double last_norm = 0.0;
   double slowdown = 1.0;
   torch::Tensor host_params;  // staged runs only
   torch::Tensor host_grads;   // CUDA with a host-memory group or a gradient sync only
@@ -286,6 +290,9 @@ std::vector<InnerLoop::Layer> InnerLoop::layers() const {
 void InnerLoop::set_gradient_sync(GradientSync* sync) { impl_->gradient_sync = sync; }
 
 void InnerLoop::set_slowdown(double factor) { impl_->slowdown = factor; }
+
+double InnerLoop::last_lr() const { return impl_->last_lr; }
+double InnerLoop::last_grad_norm() const { return impl_->last_norm; }
 
 std::int64_t InnerLoop::tokens_per_step() const {
   return static_cast<std::int64_t>(impl_->sampler.batch_size()) * impl_->sampler.seq_len() * impl_->group.size();

@@ -97,6 +97,8 @@ void* current_cuda_stream(int device);
 
 // Total memory of CUDA device `device` in bytes (0 for a CPU-only libtorch).
 std::size_t cuda_device_memory(int device);
+// The CUDA device's name ("NVIDIA H100 80GB HBM3"); "" for a CPU-only libtorch.
+std::string cuda_device_name(int device);
 
 // One forward, backward and AdamW step of a tiny GPT on `device`: libtorch
 // starts its thread pools, BLAS buffers and autograd engine lazily, and a
@@ -170,6 +172,9 @@ class InnerLoop {
   // Tokens the whole group processes per inner step.
   std::int64_t tokens_per_step() const;
   std::int64_t step() const;  // inner steps taken so far
+  // The last step's learning rate and gradient norm (before clipping).
+  double last_lr() const;
+  double last_grad_norm() const;
   // Moves the step counter (the learning-rate schedule and the data
   // position follow it): a site that joins a run under way takes the run's.
   void set_step(std::int64_t step);
