@@ -33,23 +33,8 @@ if ((${#cells[@]} == 0)); then
 fi
 ROUNDS=16
 FAULT_ROUND=6
-work=$(mktemp -d)
-server_pid=
-cleanup() {
-  [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null
-  pkill -9 -f "^$SITE c[0-9]" 2>/dev/null  # this matrix's sites only
-  [[ -n ${KEEP_WORK:-} ]] && echo "kept $work" >&2 || rm -rf "$work"
-}
-trap cleanup EXIT
-ompi-server --no-daemonize -r "$work/uri" &
-server_pid=$!
-for _ in $(seq 50); do [[ -s $work/uri ]] && break; sleep 0.1; done
-[[ -s $work/uri ]] || { echo "ompi-server wrote no URI" >&2; exit 1; }
-
-wait_for() {  # wait_for FILE PATTERN SECONDS [FROM_LINE]
-  for _ in $(seq $(($3 * 10))); do tail -n "+${4:-1}" "$1" 2>/dev/null | grep -q "$2" && return 0; sleep 0.1; done
-  return 1
-}
+SITES_PATTERN="^$SITE c[0-9]"  # this matrix's sites only
+source "$(dirname "$0")/../tests/mpi/rendezvous_lib.sh"
 last_round() { sed -n 's/^site [0-9]* round \([0-9]*\) epoch.*/\1/p' "$1" | tail -1; }
 
 # cell N SIGNAL VICTIM PHASE: prints "outcome|recovery s|knock->admitted rounds"; 0 when it holds.

@@ -19,19 +19,8 @@ set -uo pipefail
 MPIRUN=$1
 SITE=$2
 INTRUDER=$3
-work=$(mktemp -d)
-server_pid=
-cleanup() {
-  [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null || true
-  pkill -9 -f "^$SITE (hij|rel|rec|sil) " 2>/dev/null || true  # this test's sites only
-  pkill -9 -f "^$INTRUDER " 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-ompi-server --no-daemonize -r "$work/uri" &
-server_pid=$!
-for _ in $(seq 50); do [[ -s $work/uri ]] && break; sleep 0.1; done
-[[ -s $work/uri ]] || { echo "FAIL: ompi-server wrote no URI"; exit 1; }
+SITES_PATTERN="^($SITE (hij|rel|rec|sil)|$INTRUDER) "  # this test's processes only
+source "$(dirname "$0")/rendezvous_lib.sh"
 export MEMBERSHIP_KEY=0123456789abcdef-shared-by-the-sites
 
 # Each case runs in a subshell of its own, side by side with the others;
@@ -48,10 +37,6 @@ launch() {  # launch LOG PROGRAM ARGS...: in the background, its exit code appen
   jobs_+=($!)
 }
 jobs_=()
-wait_for() {  # wait_for FILE PATTERN SECONDS
-  for _ in $(seq $(( $3 * 10 ))); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
-  return 1
-}
 # site LOG RUN INDEX ROUNDS: a keyed site that starts alone (expected 1),
 # rounds of 0.3 s, deadline 5 s.
 site() { launch "$1" "$SITE" "$2" "$3" 1 "$4" 0.3 5; }

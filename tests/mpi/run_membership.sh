@@ -12,18 +12,8 @@
 set -uo pipefail
 MPIRUN=$1
 SITE=$2
-work=$(mktemp -d)
-server_pid=
-cleanup() {
-  [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null || true
-  pkill -9 -f "^$SITE (keeper|kill|model|pair|queue|stop) " 2>/dev/null || true  # this test's sites only
-  rm -rf "$work"
-}
-trap cleanup EXIT
-ompi-server --no-daemonize -r "$work/uri" &
-server_pid=$!
-for _ in $(seq 50); do [[ -s $work/uri ]] && break; sleep 0.1; done
-[[ -s $work/uri ]] || { echo "FAIL: ompi-server wrote no URI"; exit 1; }
+SITES_PATTERN="^$SITE (keeper|kill|model|pair|queue|stop) "  # this test's sites only
+source "$(dirname "$0")/rendezvous_lib.sh"
 
 fail() { echo "FAIL: $*"; for f in "$work"/*.log; do echo "== $f"; grep -v '^ \|^--\|^$' "$f" | head -40; done; exit 1; }
 
@@ -41,10 +31,6 @@ site() {
 sites=()
 wait_sites() { wait "${sites[@]}"; sites=(); }
 pid_of() { pgrep -f "^$SITE $1 $2 " | head -1; }
-wait_for() {  # wait_for FILE PATTERN SECONDS
-  for _ in $(seq $(( $3 * 10 ))); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
-  return 1
-}
 
 # 1. Three sites; site 2 killed at round 5, launched again; all finish.
 site kill 0 3 40; site kill 1 3 40; site kill 2 3 40
