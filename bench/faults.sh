@@ -10,6 +10,13 @@
 #              loss: no strict majority of the last membership is left)
 # A stopped site is woken once the survivors went on (it must find itself
 # expelled: exit 4); a lost site is then launched again and must be admitted.
+# Newcomer cells (SITE "new", PHASE "join-STEP"): a newcomer, launched as
+# round 5 ends (rounds of 2 s), is killed (kill) or gives up (exit: exit 2,
+# as its own join timeout would) at a step of joining: hello (sent), queued,
+# port (received, "ready" not sent), ready (sent: the group is entering the
+# accept), connected (before proving itself on the MPI connection), merged
+# (before the roster). The group must go on without it; it is launched again
+# and must be admitted.
 # Checks per cell: every process ended with its documented exit code, none
 # is left at the cell's time limit, the survivors completed every round with
 # the same sums (the harness's stand-in for equal global params), the
@@ -17,7 +24,9 @@
 # markdown row per cell: outcome, recovery seconds (fault to the survivors'
 # next round), rounds from the knock to the admission; exit 1 if any fails.
 #   bench/faults.sh [--report] MPIRUN SITE_PROGRAM [CELL...]   CELL: SITES:SIGNAL:VICTIM:PHASE
-# Without cells: 3 and 4 sites x kill, stop x every site x every phase.
+# Without cells: 3 and 4 sites x kill, stop x every site x every phase, then
+# 3 sites x kill, exit x every step of joining (VICTIM "new"), and 3 sites
+# of the real trainer x a cut link to each (SIGNAL "cut", PHASE "link").
 # --report: exit 0 even when a cell fails (the table says which).
 set -uo pipefail
 report=0
@@ -30,12 +39,46 @@ if ((${#cells[@]} == 0)); then
   for n in 3 4; do for sig in kill stop; do for ((v = 0; v < n; ++v)); do
     for phase in inner exchange admission recovery; do cells+=("$n:$sig:$v:$phase"); done
   done; done; done
+  for sig in kill exit; do for step in hello queued port ready connected merged; do
+    cells+=("3:$sig:new:join-$step")
+  done; done
+  for ((v = 0; v < 3; ++v)); do cells+=("3:cut:$v:link"); done
 fi
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
 ROUNDS=16
 FAULT_ROUND=6
 SITES_PATTERN="^$SITE c[0-9]"  # this matrix's sites only
 source "$(dirname "$0")/../tests/mpi/rendezvous_lib.sh"
 last_round() { sed -n 's/^site [0-9]* round \([0-9]*\) epoch.*/\1/p' "$1" | tail -1; }
+
+# rejoin_and_end INDEX WATCH_LOG EXPECT_SITES RECOVERY LOG...: launches site
+# INDEX again (the calling cell's `start`), waits for every process (the
+# cell's `pids`), and checks that the LOGs and the relaunched site's all
+# ended with exit 0 and EXPECT_SITES sites on the same sums, and that it was
+# admitted within 2 rounds of its knock (rounds read in WATCH_LOG). Sets the
+# cell's wait_rounds (knock to admission); failing, prints "why|RECOVERY|"
+# (the cell's outcome) and returns 1. Runs in the cell's shell: it waits on
+# the cell's own processes.
+rejoin_and_end() {
+  local index=$1 watch=$2 expect=$3 recovery=$4 knock_round joined f
+  shift 4
+  start again "$index"
+  wait_for "$dir/again.log" "knocked at door" 40 || { echo "the relaunched site did not knock|$recovery|"; return 1; }
+  knock_round=$(last_round "$watch")
+  wait "${pids[@]}" 2>/dev/null
+  for f in "$@" "$dir/again.log"; do
+    grep -q "^exit 0" "$f" || { echo "$(basename "$f" .log) did not finish (exit 0)|$recovery|"; return 1; }
+    grep -q "round $rounds epoch .* sites $expect" "$f" ||
+      { echo "$(basename "$f" .log) did not end with all $expect sites|$recovery|"; return 1; }
+  done
+  (($(for f in "$@" "$dir/again.log"; do grep "round $rounds epoch" "$f" | sed 's/^site [0-9]* //'; done |
+    sort -u | wc -l) == 1)) || { echo "the sites ended with different sums|$recovery|"; return 1; }
+  joined=$(sed -n 's/.*joined late at round \([0-9]*\).*/\1/p' "$dir/again.log")
+  [[ -n $joined ]] || { echo "the relaunched site was not admitted|$recovery|"; return 1; }
+  (((joined - knock_round) <= 2)) ||
+    { echo "admitted $((joined - knock_round)) rounds after its knock|$recovery|$((joined - knock_round))"; return 1; }
+  wait_rounds=$((joined - knock_round))
+}
 
 # cell N SIGNAL VICTIM PHASE: prints "outcome|recovery s|knock->admitted rounds"; 0 when it holds.
 cell() {
@@ -98,37 +141,105 @@ cell() {
     wait_for "$dir/s$v.log" "^exit" 30 || { echo "the woken site did not end||"; return 1; }
     grep -q "^exit 4" "$dir/s$v.log" || { echo "the woken site did not exit 4||"; return 1; }
   fi
-  start again "$v"
-  wait_for "$dir/again.log" "knocked at door" 40 || { echo "the relaunched site did not knock|$recovery|"; return 1; }
-  local knock_round
-  knock_round=$(last_round "$dir/s$watcher.log")
-  wait "${pids[@]}" 2>/dev/null
+  local logs=() wait_rounds
+  for f in "$dir"/*.log; do [[ $f == "$dir/s$v.log" ]] || logs+=("$f"); done
   local expect_sites=$n
   [[ $phase == admission ]] && expect_sites=$((n + 1))
-  for f in "$dir"/*.log; do
-    [[ $f == "$dir/s$v.log" || $f == "$dir/s$other.log" && $phase == recovery ]] && continue
-    grep -q "^exit 0" "$f" || { echo "$(basename "$f" .log) did not finish (exit 0)||"; return 1; }
-    grep -q "round $rounds epoch .* sites $expect_sites" "$f" ||
-      { echo "$(basename "$f" .log) did not end with all $expect_sites sites||"; return 1; }
-  done
-  local finals
-  finals=$(for f in "$dir"/*.log; do
-    [[ $f == "$dir/s$v.log" ]] || grep "round $rounds epoch" "$f" | sed 's/^site [0-9]* //'
-  done | sort -u | wc -l)
-  ((finals == 1)) || { echo "the sites ended with different sums||"; return 1; }
+  rejoin_and_end "$v" "$dir/s$watcher.log" "$expect_sites" "$recovery" "${logs[@]}" || return 1
   if [[ $phase == admission ]]; then
     local newcomer_at
     newcomer_at=$(sed -n 's/.*joined late at round \([0-9]*\).*/\1/p' "$dir/newcomer.log")
     ((newcomer_at >= FAULT_ROUND)) || { echo "the newcomer was admitted before the fault (cell missed)|$recovery|"; return 1; }
   fi
-  local joined
-  joined=$(sed -n 's/.*joined late at round \([0-9]*\).*/\1/p' "$dir/again.log")
-  [[ -n $joined ]] || { echo "the relaunched site was not admitted||"; return 1; }
-  local wait_rounds=$((joined - knock_round))
-  ((wait_rounds <= 2)) || { echo "admitted $wait_rounds rounds after its knock|$recovery|$wait_rounds"; return 1; }
   printf 'survivors went on; %s; relaunched site rejoined|%.1f|%d\n' \
     "$([[ $sig == stop ]] && echo "woken site exited 4" || echo "killed")" "$recovery" "$wait_rounds"
   return 0
+}
+
+# newcomer_cell N SIGNAL STEP: a newcomer (site N) lost at a step of joining.
+newcomer_cell() {
+  local n=$1 sig=$2 step=$3 run="c$RANDOM$RANDOM" dir rounds=$ROUNDS round_s=2
+  dir=$work/$run
+  mkdir -p "$dir"
+  local -a pids=()
+  start() {  # start LOG INDEX [FAULT]
+    ( MEMBERSHIP_FAULT=${3:-} timeout 150 "$MPIRUN" --ompi-server "file:$work/uri" -np 1 "$SITE" "$run" "$2" "$n" \
+        "$rounds" "$round_s" 3 >"$dir/$1.log" 2>&1
+      echo "exit $?" >>"$dir/$1.log" ) &
+    pids+=($!)
+  }
+  for ((i = 0; i < n; ++i)); do start "s$i" "$i"; done
+  wait_for "$dir/s0.log" "round $((FAULT_ROUND - 1)) " 60 || { echo "no start||"; return 1; }
+  start newcomer "$n" "$sig $step 0"
+  wait_for "$dir/newcomer.log" "fault:" 40 || { echo "fault not reached||"; return 1; }
+  local fault_at from_line
+  fault_at=$(date +%s.%N)
+  from_line=$(($(wc -l <"$dir/s1.log") + 1))
+  # The group goes on without it: a round of n sites completed after the fault.
+  wait_for "$dir/s1.log" "sites $n sum" 40 "$from_line" || { echo "the group did not go on||"; return 1; }
+  local recovery
+  recovery=$(echo "$(date +%s.%N) - $fault_at" | bc)
+  wait_for "$dir/newcomer.log" "^exit" 30 || { echo "the newcomer did not end|$recovery|"; return 1; }
+  local want=137
+  [[ $sig == exit ]] && want=2
+  grep -q "^exit $want" "$dir/newcomer.log" || { echo "the newcomer ended otherwise than exit $want|$recovery|"; return 1; }
+  local wait_rounds
+  rejoin_and_end "$n" "$dir/s1.log" $((n + 1)) "$recovery" "$dir"/s*.log || return 1
+  local how
+  how=$(grep -ho "refused site-$n: [^;]*" "$dir"/s*.log | head -1)
+  printf 'group went on (%s); newcomer %s; relaunched, admitted|%.1f|%d\n' "${how:-it was never admitted}" \
+    "$([[ $sig == exit ]] && echo "gave up (exit 2)" || echo "killed")" "$recovery" "$wait_rounds"
+  return 0
+}
+
+# cut_cell N VICTIM: the real trainer (DILOCO_BIN, default build/diloco),
+# N sites in network namespaces (scripts/netsim --rendezvous, needs root):
+# VICTIM's link is cut after 8 s; the cut-off site must stop as a minority
+# (exit 4), the others go on; 6 s after the cut its link is back and it is
+# launched again with --resume auto; all must finish every round on the
+# same global params (equal eval loss; the trainer's own check compares the
+# params' hash every round and would stop them, exit 3).
+cut_cell() {
+  local n=$1 v=$2 dir=$work/cut$v rounds=30 bin=${DILOCO_BIN:-$ROOT/build/diloco}
+  "$ROOT/scripts/netsim" --check >/dev/null 2>&1 || { echo "skipped: $("$ROOT/scripts/netsim" --check 2>&1 | tail -1)||"; return 0; }
+  local mbps; mbps=$(printf '100%.0s,' $(seq "$n")); mbps=${mbps%,}
+  ( cd "$ROOT" && timeout 300 scripts/netsim --sites "$n" --mbps "$mbps" --bin "$bin" --rendezvous "$dir" \
+      --cut "$v@8+6" -- train recipes/quickstart.toml --set outer.rounds=$rounds --set sync.H=20 \
+      --set data.batch_size=8 --set sync.timeout_s=5 --set checkpoint.every=2 --set metrics.eval_every=1 \
+      --set rendezvous.run_id="cut-$$-$v" >"$dir.log" 2>&1 ) &
+  local netsim=$! other=$(((v + 1) % n))
+  wait_for "$dir.log" "cut site" 60 || { wait $netsim; echo "the cut was not reached||"; return 1; }
+  local cut_at recovery="" knock_round=""
+  cut_at=$(date +%s.%N)
+  local m=$dir/site-$other/metrics.jsonl
+  wait_for "$m" "\"left\":\[\"site-$v\"\]" 60 && recovery=$(echo "$(date +%s.%N) - $cut_at" | bc)
+  wait_for "$dir/site-$v-again.log" "knocked at door" 90 && knock_round=$(wc -l <"$m")
+  wait $netsim
+  local rc=$?
+  [[ -n $recovery ]] || { echo "the connected sites did not go on||"; return 1; }
+  grep -q "site $v (cut off) exited 4" "$dir.log" || { echo "the cut-off site did not stop with exit 4|$recovery|"; return 1; }
+  ((rc == 0)) || { echo "a site's last process ended with exit $rc|$recovery|"; return 1; }
+  [[ -n $knock_round ]] || { echo "the relaunched site did not knock|$recovery|"; return 1; }
+  local verdict
+  verdict=$(python3 - "$dir" "$n" "$v" "$rounds" "$knock_round" <<'PY'
+import json, sys
+out, n, v, rounds, knock = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+rows = [[json.loads(l) for l in open(f"{out}/site-{i}/metrics.jsonl")] for i in range(n)]
+for i, r in enumerate(rows):
+    if r[-1]["round"] != rounds or r[-1]["members"] != n:
+        sys.exit(print(f"site {i} ended at round {r[-1]['round']} with {r[-1]['members']} sites"))
+if len({r[-1]["eval_loss"] for r in rows}) != 1:
+    sys.exit(print("the sites ended on different global params"))
+joined = next((x["round"] for x in rows[(int(v) + 1) % n] if f"site-{v}" in x.get("joined", [])), None)
+if joined is None:
+    sys.exit(print("the relaunched site was not admitted"))
+print(joined - knock)
+PY
+)
+  [[ $verdict =~ ^-?[0-9]+$ ]] || { echo "$verdict|$recovery|"; return 1; }
+  ((verdict <= 2)) || { echo "admitted $verdict rounds after its knock|$recovery|$verdict"; return 1; }
+  printf 'connected sites went on; cut-off site exited 4; relaunched once its link was back, rejoined|%.1f|%d\n' \
+    "$recovery" "$verdict"
 }
 
 echo "| sites | fault | site | phase | outcome | recovery (s) | knock -> admitted (rounds) |"
@@ -136,7 +247,9 @@ echo "|---:|---|---:|---|---|---:|---:|"
 failed=0
 for c in "${cells[@]}"; do
   IFS=: read -r n sig v phase <<<"$c"
-  out=$(cell "$n" "$sig" "$v" "$phase")
+  if [[ $sig == cut ]]; then out=$(cut_cell "$n" "$v")
+  elif [[ $v == new ]]; then out=$(newcomer_cell "$n" "$sig" "$phase")
+  else out=$(cell "$n" "$sig" "$v" "$phase"); fi
   rc=$?
   IFS='|' read -r outcome rec rounds <<<"$out"
   ((rc == 0)) || { outcome="**FAILED**: $outcome"; failed=1; }

@@ -683,6 +683,26 @@ floor); in admission cells, to their first round with the newcomer admitted
 (when the keeper is lost, the newcomer notices its door's silence and knocks
 at the next keeper's door).
 
+Newcomer cells (site `new`, 3 sites, rounds of 2 s): a fourth site,
+launched as round 5 ends, is killed (`kill`) or gives up (`exit`, exit 2,
+as its own join timeout would) at a step of joining: its hello sent
+(`join-hello`), queued at the door, told the port (`join-port`), its
+"ready" sent (`join-ready`: the group is entering MPI's accept, which only
+the keeper's stand-in can complete in its place), connected (before
+proving itself on the MPI connection), merged (before the roster). The
+group must go on without it (recovery: from the fault to its next round),
+and the newcomer, launched again, must be admitted within 2 rounds.
+
+Cut cells (`cut`, the real trainer, 3 sites as network namespaces through
+`scripts/netsim --rendezvous`, quickstart model, `sync.timeout_s` 5): the
+site's link goes down 8 s in; the cut-off site must stop as a minority
+(exit 4) while the others go on (recovery: from the cut to the first
+metrics row that lists it as left); its link is back 6 s after the cut and
+it is launched again with `--resume auto`; every site must finish all 30
+rounds with 3 members and the same final eval loss (the trainer also
+compares a hash of the global params every round). Skipped where network
+namespaces cannot be made.
+
 Command: `{' '.join(cmd)}`
 
 {out.strip()}

@@ -1,6 +1,8 @@
 // Entering a run (join or found), the roster every member shares, and
 // admitting newcomers at round boundaries (docs/membership.md).
 #include "comm/membership.h"
+
+#include "comm/accept_stand_in.h"
 #include "comm/membership_wire.h"
 
 #include <algorithm>
@@ -337,22 +339,30 @@ std::string Membership::admit_one(Knock* knock) {
   if (!ready) return "";
   MPI_Comm inter = MPI_COMM_NULL, merged = MPI_COMM_NULL;
   MPI_Comm old = leaders_->handle();
+  std::string stood_in;
   {
-    OverrunGuard guard("admitting a site that answered ready", config_.deadline_s + kHandshakeS);
+    // Should the newcomer die or freeze before it connects, a stand-in
+    // connects in its place (keeper), so the accept returns on every member.
+    AcceptStandIn stand_in(knock ? &knock->socket : nullptr, port, config_.deadline_s);
+    OverrunGuard guard("admitting a site that answered ready", config_.deadline_s + kHandshakeS + kStandInS);
     DILOCO_MPI_CHECK(MPI_Comm_accept(port, MPI_INFO_NULL, 0, old, &inter));
+    stood_in = stand_in.why();
   }
-  if (config_.auth) {  // whoever connected must hold the handshake's session
-    int proven = knock ? check_channel(inter, knock->session + port) : 0;
-    proven = from_keeper(proven);
-    if (!proven) {
-      MPI_Comm_free(&inter);
-      if (!knock) return "";
-      MPI_Close_port(port);
-      std::lock_guard<std::mutex> lock(knocks_mutex_);
-      refused_.push_back(knock->hello.name + ": the party on its MPI connection did not prove the key "
-                         "(a relay of its handshake?)");
-      return "";
-    }
+  // Whoever connected must be the newcomer (keyed: hold the handshake's
+  // session), alive a moment before the merge.
+  int proven = knock ? check_channel(inter, knock->session + port) : 0;
+  proven = from_keeper(proven);
+  if (!proven) {
+    MPI_Comm_free(&inter);
+    if (!knock) return "";
+    MPI_Close_port(port);
+    std::lock_guard<std::mutex> lock(knocks_mutex_);
+    refused_.push_back(knock->hello.name + (!stood_in.empty() ? ": gone after its ready (" + stood_in +
+                                                                    "); a stand-in took its place in the accept"
+                                            : config_.auth ? ": the party on its MPI connection did not prove the "
+                                                             "key (a relay of its handshake?)"
+                                                           : ": the party on its MPI connection did not answer"));
+    return "";
   }
   {
     OverrunGuard guard("merging with the admitted site", config_.deadline_s + kHandshakeS);

@@ -80,9 +80,11 @@ struct JoinConfig {
   // With a key: a newcomer proves it holds it (HMAC over a challenge) and the
   // group proves it back; a site without it, or with another, is refused.
   const MessageAuth* auth = nullptr;
-  // Test-only: a newcomer calls it with the port its door handed out, just
-  // before connecting (a test plays the relay that learned the port).
-  std::function<void(const std::string& port)> before_connect = nullptr;
+  // Test-only: a newcomer calls it at each step of joining ("hello" sent,
+  // "queued", "port" received, "ready" sent (just before connecting),
+  // "connected", "merged"), with the port once it has one: a test plays a
+  // relay that learned the port, or a newcomer that dies at that step.
+  std::function<void(const char* step, const std::string& port)> at_join_step = nullptr;
 };
 
 // One change of membership, for the metrics.

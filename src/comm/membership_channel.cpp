@@ -1,11 +1,12 @@
 // Guarding MPI's untimed calls (OverrunGuard), and binding the admission's
-// MPI connection to the join handshake (keyed runs,
-// docs/membership.md, "Admission"): the door hands the port to whoever
-// completed the handshake, but any party that learns the port (a relay of
-// the handshake) could connect first. So, after accept and before the
-// merge, the keeper sends a fresh nonce over the new connection and only a
-// party that answers it with the key, bound to the handshake's session and
-// the port, is merged; anyone else is dropped and the group goes on.
+// MPI connection to the join handshake (docs/membership.md, "Admission"):
+// the door hands the port to whoever completed the handshake, but another
+// party may connect instead: a relay of the handshake that learned the port
+// (keyed runs), or a stand-in for a newcomer that died after its "ready".
+// So, after accept and before the merge, the keeper sends a fresh nonce over
+// the new connection and only a party that answers it (keyed: with the key,
+// bound to the handshake's session and the port) is merged; anyone else is
+// dropped and the group goes on.
 #include <unistd.h>
 
 #include <cstdio>
@@ -19,8 +20,6 @@ namespace diloco::comm {
 using namespace wire;
 
 namespace {
-
-constexpr int kChannelTag = 31100;
 
 // Waits for `request` at most `seconds`, sleeping between polls; cancels it
 // (and returns false) when the time is up.
@@ -59,19 +58,22 @@ bool send_now(MPI_Comm comm, const std::string& bytes) {
 
 }  // namespace
 
+// Without a key the answer is the nonce itself: it proves only that the
+// newcomer, not a stand-in (accept_stand_in.h), is on the connection and
+// alive a moment before the merge.
 bool Membership::check_channel(MPI_Comm inter, const std::string& session_port) {
-  if (!config_.auth) return true;
   const std::string nonce = MessageAuth::random_bytes(32);
   std::string proof;
   return send_now(inter, nonce) &&
-         timed_recv(inter, proof, sizeof(MacTag), std::min(kHandshakeS, config_.deadline_s / 2)) &&
-         sealed(kChannelLabel, session_port + nonce, proof);
+         timed_recv(inter, proof, config_.auth ? sizeof(MacTag) : nonce.size(),
+                    std::min(kHandshakeS, config_.deadline_s / 2)) &&
+         (config_.auth ? sealed(kChannelLabel, session_port + nonce, proof) : proof == nonce);
 }
 
 bool Membership::prove_channel(MPI_Comm inter, const std::string& session_port) {
-  if (!config_.auth) return true;
   std::string nonce;
-  return timed_recv(inter, nonce, 32, kHandshakeS) && send_now(inter, seal(kChannelLabel, session_port + nonce));
+  return timed_recv(inter, nonce, 32, kHandshakeS) &&
+         send_now(inter, config_.auth ? seal(kChannelLabel, session_port + nonce) : nonce);
 }
 
 namespace wire {

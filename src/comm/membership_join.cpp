@@ -42,6 +42,9 @@ bool Membership::run_started() const {
 }
 
 bool Membership::knock(const Door& door) {
+  const auto step = [this](const char* what, const std::string& port = "") {
+    if (config_.at_join_step) config_.at_join_step(what, port);
+  };
   DoorSocket socket = DoorSocket::connect(door.endpoint, 2.0);
   if (!socket.open()) return false;
   SiteHello hello = config_.hello;
@@ -50,6 +53,7 @@ bool Membership::knock(const Door& door) {
   const std::string hello_bytes = encode_hello(hello);
   config_.hello = hello;
   if (!socket.send(kHello + hello_bytes)) return false;
+  step("hello");
   std::string session;
   if (hello.keyed) {
     session = answer_challenge(socket, hello_bytes);
@@ -74,6 +78,7 @@ bool Membership::knock(const Door& door) {
     const std::string body = frame.substr(1);
     if (frame[0] == kRefused) throw JoinError("refused by the group: " + body);
     if (frame[0] == kQueued) {
+      if (!queued) step("queued");
       if (!queued) std::printf("knocked at door %d of run \"%s\": queued until the group's next round boundary\n",
                                door.generation, config_.run_id.c_str());
       std::fflush(stdout);
@@ -82,21 +87,24 @@ bool Membership::knock(const Door& door) {
       const std::string port = hello.keyed ? body.substr(0, body.size() - sizeof(MacTag)) : body;
       if (hello.keyed && (body.size() < sizeof(MacTag) || !sealed(kPortLabel, session + port, body.substr(port.size()))))
         throw JoinError("the door's admission is not sealed with the run's key (a relay, or another run?)");
+      step("port", port);
       if (!socket.send(kReady + seal(kReadyLabel, session + port))) return false;
-      if (config_.before_connect) config_.before_connect(port);
+      step("ready", port);
       MPI_Comm inter = MPI_COMM_NULL, merged = MPI_COMM_NULL;
       {
         OverrunGuard guard("connecting to the group that admitted this site", config_.deadline_s + kHandshakeS);
         DILOCO_MPI_CHECK(MPI_Comm_connect(port.c_str(), MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter));
       }
       MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
+      step("connected", port);
       if (!prove_channel(inter, session + port))
-        throw CommError("the group that admitted this site did not ask it to prove the key on the connection", 0);
+        throw CommError("the group that admitted this site did not ask it to prove itself on the connection", 0);
       {
         OverrunGuard guard("merging with the group that admitted this site", config_.deadline_s + kHandshakeS);
         DILOCO_MPI_CHECK(MPI_Intercomm_merge(inter, 1, &merged));
       }
       MPI_Comm_free(&inter);
+      step("merged", port);
       owned_ = std::make_unique<MpiCommunicator>(merged);
       leaders_ = owned_.get();
       leaders_->set_deadline(config_.deadline_s, kAlarmTag);

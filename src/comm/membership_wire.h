@@ -24,6 +24,7 @@ constexpr int kAlarmTag = 31001;
 constexpr int kViewTag = 31010;  // + the agreement's attempt
 constexpr int kAgreeAttempts = 3;
 constexpr int kGroupTag = 32000;  // + the epoch (mod 1000)
+constexpr int kChannelTag = 31100;  // the proof on an admission's MPI connection
 
 // Frames on a door connection (door_socket.h): the first byte says what it is.
 constexpr char kHello = 'H';      // newcomer -> door: its hello
@@ -45,6 +46,9 @@ constexpr double kHandshakeS = 10.0;
 constexpr double kDoorReadS = 3.0;
 // How many handshakes the door runs at once (each on its own thread).
 constexpr std::size_t kDoorHandshakes = 16;
+// How long a stand-in (accept_stand_in.h) may take to start and connect:
+// the accept's guard allows it beyond the deadline, and it ends itself after.
+constexpr double kStandInS = 30.0;
 // Doors are numbered by generation; a scan stops after this many missing.
 constexpr int kDoorGap = 8;
 

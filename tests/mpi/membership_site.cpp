@@ -10,11 +10,13 @@
 // Environment: MEMBERSHIP_KEY, a key every site of the run holds (keyed
 // joins); MEMBERSHIP_PORT_SPY, a file where a newcomer writes the port its
 // door handed out, then waits 3 s before connecting (a relay's chance);
-// MEMBERSHIP_FAULT="kill|stop PHASE ROUND", this site kills or stops itself
-// (SIGKILL, SIGSTOP) in ROUND at PHASE: "inner" (halfway through the
-// round's compute), "exchange" (as the others enter the round's sum),
-// "admission" (as the others admit a newcomer after the round) or
-// "recovery" (as it enters the first recovery from ROUND on).
+// MEMBERSHIP_FAULT="kill|stop|exit PHASE ROUND", this site kills or stops
+// itself (SIGKILL, SIGSTOP) or gives up (exit 2) in ROUND at PHASE: "inner"
+// (halfway through the round's compute), "exchange" (as the others enter
+// the round's sum), "admission" (as the others admit a newcomer after the
+// round), "recovery" (as it enters the first recovery from ROUND on), or,
+// as a newcomer, "join-STEP" at a step of joining (JoinConfig::at_join_step:
+// hello, queued, port, ready, connected, merged; ROUND is ignored).
 #include <mpi.h>
 
 #include <chrono>
@@ -49,15 +51,6 @@ int main(int argc, char** argv) {
   config.deadline_s = std::atof(argv[6]);
   std::unique_ptr<MessageAuth> auth;
   if (const char* key = std::getenv("MEMBERSHIP_KEY")) config.auth = (auth = std::make_unique<MessageAuth>(key)).get();
-  if (const char* spy = std::getenv("MEMBERSHIP_PORT_SPY"))
-    config.before_connect = [spy = std::string(spy)](const std::string& port) {
-      if (FILE* f = std::fopen((spy + ".tmp").c_str(), "w")) {
-        std::fputs(port.c_str(), f);
-        std::fclose(f);
-        std::rename((spy + ".tmp").c_str(), spy.c_str());
-      }
-      std::this_thread::sleep_for(std::chrono::seconds(3));
-    };
   std::string fault_signal, fault_phase;
   int fault_round = -1;
   if (const char* fault = std::getenv("MEMBERSHIP_FAULT"); fault && *fault) {
@@ -67,12 +60,25 @@ int main(int argc, char** argv) {
     fault_phase = phase;
   }
   // Raises the fault when this site is at `phase` in round `round` (or later, for a recovery).
-  const auto fault_at = [&](const char* phase, double round) {
+  const auto fault_at = [&](const std::string& phase, double round) {
     if (fault_phase != phase || round < fault_round || (fault_phase != "recovery" && round != fault_round)) return;
-    std::printf("site %d fault: %s at %s of round %d\n", config.hello.index, fault_signal.c_str(), phase, int(round));
+    std::printf("site %d fault: %s at %s of round %d\n", config.hello.index, fault_signal.c_str(), phase.c_str(),
+                int(round));
     std::fflush(stdout);
     fault_phase.clear();
+    if (fault_signal == "exit") _exit(2);  // gives up, as its own join timeout would
     raise(fault_signal == "stop" ? SIGSTOP : SIGKILL);
+  };
+  const char* spy = std::getenv("MEMBERSHIP_PORT_SPY");
+  config.at_join_step = [&, spy = std::string(spy ? spy : "")](const char* step, const std::string& port) {
+    fault_at(std::string("join-") + step, fault_round);
+    if (spy.empty() || std::string(step) != "ready") return;
+    if (FILE* f = std::fopen((spy + ".tmp").c_str(), "w")) {
+      std::fputs(port.c_str(), f);
+      std::fclose(f);
+      std::rename((spy + ".tmp").c_str(), spy.c_str());
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(3));
   };
   int code = 0;
   try {
