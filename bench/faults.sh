@@ -230,7 +230,8 @@ for i, r in enumerate(rows):
         sys.exit(print(f"site {i} ended at round {r[-1]['round']} with {r[-1]['members']} sites"))
 if len({r[-1]["eval_loss"] for r in rows}) != 1:
     sys.exit(print("the sites ended on different global params"))
-joined = next((x["round"] for x in rows[(int(v) + 1) % n] if f"site-{v}" in x.get("joined", [])), None)
+joined = next((x["round"] for x in rows[(int(v) + 1) % n]
+               if any(f"site-{v}" in m.get("joined", []) for m in x.get("membership", []))), None)
 if joined is None:
     sys.exit(print("the relaunched site was not admitted"))
 print(joined - knock)

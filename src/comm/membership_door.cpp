@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <future>
 #include <list>
 #include <memory>
 
@@ -151,7 +152,18 @@ void Membership::close_door() {
     std::lock_guard<std::mutex> lock(knocks_mutex_);
     knocks_.clear();
   }
-  for (const auto& n : door_names_) MPI_Unpublish_name(n.c_str(), MPI_INFO_NULL, listener_->endpoint().c_str());
+  // The name service may be out of reach (this site cut off): withdrawing
+  // the names gets kHandshakeS, then they are left behind like a killed
+  // keeper's (discovery tolerates stale names), never waited on for good.
+  auto done = std::make_shared<std::promise<void>>();
+  auto withdrawn = done->get_future();
+  std::thread([done, names = door_names_, endpoint = listener_->endpoint()] {
+    for (const auto& n : names) MPI_Unpublish_name(n.c_str(), MPI_INFO_NULL, endpoint.c_str());
+    done->set_value();
+  }).detach();
+  if (withdrawn.wait_for(std::chrono::duration<double>(kHandshakeS)) != std::future_status::ready)
+    std::fprintf(stderr, "diloco: the rendezvous did not answer within %.0f s; this site's door names stay "
+                 "published (the others step over them)\n", kHandshakeS);
   listener_.reset();
 }
 
