@@ -51,8 +51,21 @@ SITES_PATTERN="^$SITE c[0-9]"  # this matrix's sites only
 source "$(dirname "$0")/../tests/mpi/rendezvous_lib.sh"
 last_round() { sed -n 's/^site [0-9]* round \([0-9]*\) epoch.*/\1/p' "$1" | tail -1; }
 
+# start LOG INDEX [FAULT]: one site of the calling cell (its dir, run, n,
+# rounds and round_s) in the background, logged to DIR/LOG.log with its exit
+# code; its pid joins the cell's pids, and, without a fault, its stays.
+start() {
+  local log=$dir/$1.log
+  ( MEMBERSHIP_FAULT=${3:-} timeout 150 "$MPIRUN" --ompi-server "file:$work/uri" -np 1 "$SITE" "$run" "$2" "$n" \
+      "$rounds" "$round_s" 3 >"$log" 2>&1
+    echo "exit $?" >>"$log" ) &
+  pids+=($!)
+  [[ -z ${3:-} ]] && stays+=($!)
+  return 0
+}
+
 # rejoin_and_end INDEX WATCH_LOG EXPECT_SITES RECOVERY LOG...: launches site
-# INDEX again (the calling cell's `start`), waits for every process (the
+# INDEX again (`start`), waits for every process (the
 # cell's `pids`), and checks that the LOGs and the relaunched site's all
 # ended with exit 0 and EXPECT_SITES sites on the same sums, and that it was
 # admitted within 2 rounds of its knock (rounds read in WATCH_LOG). Sets the
@@ -92,14 +105,6 @@ cell() {
   dir=$work/$run
   mkdir -p "$dir"
   local -a pids=() stays=()
-  start() {  # start LOG INDEX [FAULT]
-    local log=$dir/$1.log
-    ( MEMBERSHIP_FAULT=${3:-} timeout 150 "$MPIRUN" --ompi-server "file:$work/uri" -np 1 "$SITE" "$run" "$2" "$n" \
-        "$rounds" "$round_s" 3 >"$log" 2>&1
-      echo "exit $?" >>"$log" ) &
-    pids+=($!)
-    [[ -z ${3:-} ]] && stays+=($!)
-  }
   local other=$(((v + 1) % n)) watcher
   for ((i = 0; i < n; ++i)); do
     if ((i == v)); then start "s$i" "$i" "$sig $phase $FAULT_ROUND"
@@ -161,13 +166,7 @@ newcomer_cell() {
   local n=$1 sig=$2 step=$3 run="c$RANDOM$RANDOM" dir rounds=$ROUNDS round_s=2
   dir=$work/$run
   mkdir -p "$dir"
-  local -a pids=()
-  start() {  # start LOG INDEX [FAULT]
-    ( MEMBERSHIP_FAULT=${3:-} timeout 150 "$MPIRUN" --ompi-server "file:$work/uri" -np 1 "$SITE" "$run" "$2" "$n" \
-        "$rounds" "$round_s" 3 >"$dir/$1.log" 2>&1
-      echo "exit $?" >>"$dir/$1.log" ) &
-    pids+=($!)
-  }
+  local -a pids=() stays=()
   for ((i = 0; i < n; ++i)); do start "s$i" "$i"; done
   wait_for "$dir/s0.log" "round $((FAULT_ROUND - 1)) " 60 || { echo "no start||"; return 1; }
   start newcomer "$n" "$sig $step 0"
