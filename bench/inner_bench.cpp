@@ -32,6 +32,7 @@
 #include "inner/data/memory_tokens.h"
 #include "inner/data/token_shards.h"
 #include "inner/inner_loop.h"
+#include "synthetic_corpus.h"
 
 using namespace diloco::inner;
 
@@ -90,18 +91,6 @@ Options parse(int argc, char** argv) {
   if (o.model != "gpt" && o.model != "llama" && o.model != "torchscript") usage("--model must be gpt, llama or torchscript");
   if ((o.model == "torchscript") != !o.path.empty()) usage("--path goes with --model torchscript, and only with it");
   return o;
-}
-
-Dataset synthetic_corpus(std::size_t bytes) {
-  std::string text(bytes, ' ');
-  std::uint64_t x = 88172645463325252ull;
-  for (auto& b : text) {  // xorshift: printable bytes, no file needed
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    b = static_cast<char>(32 + x % 95);
-  }
-  return bytes_dataset("synthetic", text, 0.05);
 }
 
 double median(std::vector<double> v) {
@@ -201,7 +190,7 @@ int main(int argc, char** argv) {
   DeviceConfig device;
   device.cuda = cuda;
   device.precision = o.precision == "bf16" ? Precision::kBf16 : Precision::kFp32;
-  const auto corpus = synthetic_corpus(std::size_t{4} << 20);
+  const auto corpus = diloco::bench::synthetic_corpus(std::size_t{4} << 20);
   SoloGroup group;
   const bool run_diloco = o.only != "raw";
   const bool run_raw = o.only != "diloco";

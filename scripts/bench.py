@@ -6,6 +6,7 @@ from those same numbers. Ratios are measured side by side in one run; the
 absolute times depend on whatever else the machine is doing.
 """
 import argparse
+import re
 import datetime
 import json
 import math
@@ -810,16 +811,67 @@ Target: the cache at least 5x faster at 256 tokens: {', '.join(f'{r:.1f}x' for r
 """
 
 
+def waiting(q):
+    cmd = ["mpirun", "-np", "2", "--bind-to", "none", "build/bench/bench_wait"] + (
+        ["--wait-s", "1", "--blocks", "6", "--repeats", "2"] if q else ["--wait-s", "3", "--blocks", "20", "--repeats", "5"])
+    out = run(cmd)
+    idle = float(out.split("idle comm thread:")[1].split("%")[0]) / 100
+    steps = float(out.split("steps with an exchange in flight / without:")[1].split()[0])
+    tables = out.split("\nidle comm thread:")[0].strip() + "\n\n" + out.split("of a core\n", 1)[1].split("steps with")[0].strip()
+    judged = "judged by the full run (a quick run alternates 6 blocks)"
+    return f"""## 15. What waiting costs the cores (`bench/wait_bench.cpp`)
+
+Two ranks, each one site, on a host where ranks share the cores. A wait
+that must not take a core (a comm thread's exchange, a wait with a
+deadline between sites, a site's ranks waiting for their leader's
+exchange through `wait_for_all`) sleeps between MPI tests, each pause
+1/32 of the time waited so far, from 50 us up to 20 ms
+(`src/comm/wait_pacer.h`); Open MPI's own `MPI_Wait` spins a core. First
+the CPU of a thread waiting for a peer that comes late, against the
+spinning wait; then what the pauses add to an exchange whose peer comes
+late; then the quickstart model's inner steps on both ranks in alternating
+blocks: without an exchange, and with this rank's comm thread waiting in
+an exchange (1 MB) for the whole block.
+
+Command: `{' '.join(cmd[:5])} {' '.join(cmd[5:])}`
+
+{tables.strip()}
+
+Targets: an idle comm thread at most 1% of a core: {100 * idle:.2f}% ({yes(idle <= 0.01)});
+inner steps at most 3% slower with an exchange in flight: {steps:.3f}x ({judged if q else yes(steps <= 1.03)}).
+"""
+
+
 SECTIONS = [("inner", inner_overhead), ("codecs", codecs), ("exchange", exchange_vs_bound),
             ("dp", diloco_vs_dp), ("ablations", ablations), ("scaling", scaling), ("memory", memory),
             ("overlap", overlap), ("data", data_startup), ("recovery", recovery),
-            ("plan", plan_check), ("sample", sampling), ("faults", faults)]
+            ("plan", plan_check), ("sample", sampling), ("faults", faults), ("wait", waiting)]
+
+
+def section_number(text):
+    m = re.match(r"## (\d+)\.", text)
+    return int(m.group(1)) if m else None
+
+
+def splice(path, parts, provenance):
+    """--only with an existing file: its sections of the same numbers are
+    replaced in place (new ones go in number order), each marked with the
+    run it came from; the rest of the file stays as the full run wrote it."""
+    text = open(path).read()
+    pieces = re.split(r"(?m)^(?=## \d+\. )", text)
+    head, sections = pieces[0], {section_number(p): p for p in pieces[1:]}
+    for part in parts:
+        body = part.rstrip("\n") + f"\n\n*This section: {provenance}.*\n\n"
+        sections[section_number(part)] = body
+    with open(path, "w") as f:
+        f.write(head + "".join(sections[n] for n in sorted(sections)))
 
 
 def main():
     parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller runs (under 10 minutes on 2 cores)")
-    parser.add_argument("--only", help="comma-separated sections: " + ",".join(n for n, _ in SECTIONS))
+    parser.add_argument("--only", help="comma-separated sections: " + ",".join(n for n, _ in SECTIONS) +
+                        " (an existing --out file keeps its other sections; these are replaced in place)")
     parser.add_argument("--out", default=os.path.join(ROOT, "BENCHMARKS.md"), help="the file written")
     args = parser.parse_args()
     wanted = args.only.split(",") if args.only else [n for n, _ in SECTIONS]
@@ -840,9 +892,16 @@ def main():
         parts.append(section(args.quick, report_dir) if name == "dp" else section(args.quick))
         print(f"bench: section {name} took {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    if args.only and os.path.exists(args.out):
+        splice(args.out, parts, f"`scripts/bench{' --quick' if args.quick else ''} --only {args.only}` at commit "
+                                f"{commit or 'unknown'} on {datetime.date.today().isoformat()}, on: {machine()}")
+        print(f"bench: updated {', '.join(wanted)} in {args.out} in {(time.time() - started) / 60:.1f} minutes",
+              file=sys.stderr)
+        return
     header = f"""# Benchmarks
 
-Written by `scripts/bench{' --quick' if args.quick else ''}` (every number below is from that run) on
+Written by `scripts/bench{' --quick' if args.quick else ''}` (every number below is from that run, except in
+sections marked as updated alone by `scripts/bench --only`) on
 {datetime.date.today().isoformat()}, commit {commit or 'unknown'}, in {(time.time() - started) / 60:.1f} minutes, on: {machine()}.
 Release build, one thread per rank. Each table carries its own baseline
 measured in the same run; ratios are what to compare, since absolute times

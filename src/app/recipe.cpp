@@ -63,14 +63,11 @@ void check_rendezvous(Recipe& r, const Locate& locate) {
   if (z.run_id.empty()) z.run_id = r.run.name;
   if (z.site_name.empty()) z.site_name = "site-" + std::to_string(z.site);
   refuse_set({{"topology.site_by", r.topology.site_by != "block"},
-              {"links.latency_ms", r.links.enabled()},
               {"sync.mode", r.sync.mode != outer::SyncMode::kDiLoCo},
-              {"sync.overlap", r.sync.overlap != outer::OverlapMode::kNone},
-              {"sync.schedule", r.sync.schedule_mode != outer::ScheduleMode::kFixed},
-              {"sync.reprobe_every", r.sync.reprobe_every != 0}},
+              {"sync.overlap", r.sync.overlap != outer::OverlapMode::kNone}},
              locate,
              " is not supported with topology.join = \"rendezvous\" (each launch is one site over real links, "
-             "trained by blocking DiLoCo with a fixed H)");
+             "trained by blocking DiLoCo)");
 }
 
 

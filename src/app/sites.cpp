@@ -103,7 +103,8 @@ comm::SiteComms make_sites(const Recipe& recipe, std::shared_ptr<comm::LinkEmula
 }
 
 std::unique_ptr<comm::Membership> join_sites(const Recipe& recipe, comm::SiteComms& comms, const std::string& signature,
-                                             double tokens_per_step, const comm::MessageAuth* auth) {
+                                             double tokens_per_step, const comm::MessageAuth* auth,
+                                             std::shared_ptr<comm::LinkEmulator> links) {
   if (!comms.topology.is_leader()) return nullptr;
   comm::JoinConfig config;
   config.run_id = recipe.rendezvous.run_id;
@@ -119,6 +120,12 @@ std::unique_ptr<comm::Membership> join_sites(const Recipe& recipe, comm::SiteCom
   config.auth = auth;
   auto membership = std::make_unique<comm::Membership>(config);
   comms.leaders = membership->release_leaders();
+  if (links) {
+    const comm::Membership* m = membership.get();  // lives as long as the run's communicators
+    comms.leaders = std::make_unique<comm::EmulatedCommunicator>(
+        std::move(comms.leaders), std::move(links),
+        [m](int rank) { return m->members().at(static_cast<std::size_t>(rank)).index; });
+  }
   return membership;
 }
 

@@ -18,8 +18,11 @@ comm::SiteComms make_sites(const Recipe& recipe, std::shared_ptr<comm::LinkEmula
 
 // topology.join = "rendezvous", on the site leader: joins (or founds) the
 // run's group through the rendezvous and puts the leaders' communicator into
-// `comms`; nullptr on other ranks. Throws comm::JoinError.
+// `comms`; nullptr on other ranks. `links` (the recipe's emulator, or
+// nullptr) is put around it, each rank emulated as the site it is now.
+// Throws comm::JoinError.
 std::unique_ptr<comm::Membership> join_sites(const Recipe& recipe, comm::SiteComms& comms, const std::string& signature,
-                                             double tokens_per_step, const comm::MessageAuth* auth);
+                                             double tokens_per_step, const comm::MessageAuth* auth,
+                                             std::shared_ptr<comm::LinkEmulator> links);
 
 }  // namespace diloco::app

@@ -179,7 +179,7 @@ class TrainSession {
   // recovered rather than fatal.
   void join() {
     membership_ = join_sites(recipe_, comms_, inner_loop_->model_signature(),
-                             static_cast<double>(inner_loop_->tokens_per_step()), auth_ ? &*auth_ : nullptr);
+                             static_cast<double>(inner_loop_->tokens_per_step()), auth_ ? &*auth_ : nullptr, links_);
     if (root_ && membership_)
       std::printf("joined run \"%s\" as %s (%s): %d sites, membership epoch %d%s\n",
                   recipe_.rendezvous.run_id.c_str(), recipe_.rendezvous.site_name.c_str(),
@@ -256,7 +256,6 @@ class TrainSession {
     if (!path.empty()) {
       trainer_->restore(path);
       resumed_round_ = outer::CheckpointStore::round_of(path);
-      if (links_) links_->set_round(resumed_round_ + 1);
       if (root_) std::printf("resuming from %s (round %d)\n", path.c_str(), resumed_round_);
     }
     set_aside_abandoned(recipe_, resumed_round_, *comms_.world);
@@ -298,9 +297,13 @@ class TrainSession {
       std::printf("\rround %4d/%-4d step %5d loss %6.3f", round, recipe_.outer.rounds, step + 1, loss);
       std::fflush(stdout);
     };
+    // The emulated links of the round about to run (a site that joined a run
+    // under way learns its round only when it starts training).
+    hooks.on_round_start = [this](int round) {
+      if (links_) links_->set_round(round);
+    };
     hooks.on_round = [this, live](const outer::RoundMetrics& m) {
       watchdog_.set_timeout(steady_timeout(recipe_));  // start-up is over
-      if (links_) links_->set_round(m.round + 1);
       if (!root_) return;
       const auto rates = rates_->observe(m.round, static_cast<double>(m.tokens), m.wall_s,
                                          static_cast<double>(m.H) * static_cast<double>(inner_loop_->tokens_per_step()));

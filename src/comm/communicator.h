@@ -57,6 +57,12 @@ class Communicator {
   virtual void recv(std::span<std::byte> data, int source, int tag) = 0;
 
   virtual void barrier() = 0;
+  // A barrier for a wait that may be long (ranks of a site waiting for their
+  // leader's exchange between sites, sites waiting for the slowest): the
+  // early ranks sleep rather than spin where the backend allows it (MPI:
+  // paced tests, comm/wait_pacer.h). Calling it before an operation that
+  // follows such a wait keeps the operation itself at the backend's full speed.
+  virtual void wait_for_all() { barrier(); }
 
   // A communicator over the same ranks whose messages never match this one's,
   // so another thread can run collectives on it at the same time (MPI needs

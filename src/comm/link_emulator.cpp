@@ -130,17 +130,26 @@ double LinkEmulator::flows_seconds(const std::vector<Flow>& flows) const {
   return last;
 }
 
-EmulatedCommunicator::EmulatedCommunicator(std::unique_ptr<Communicator> inner, std::shared_ptr<LinkEmulator> links)
-    : inner_(std::move(inner)), links_(std::move(links)) {
-  if (links_->sites() != inner_->size())
+EmulatedCommunicator::EmulatedCommunicator(std::unique_ptr<Communicator> inner, std::shared_ptr<LinkEmulator> links,
+                                           SiteOf site_of)
+    : inner_(std::move(inner)), links_(std::move(links)), site_of_(std::move(site_of)) {
+  if (!site_of_ && links_->sites() != inner_->size())
     throw std::invalid_argument("link emulation describes " + std::to_string(links_->sites()) + " sites; there are " +
                                 std::to_string(inner_->size()));
+}
+
+int EmulatedCommunicator::site(int rank) const {
+  const int s = site_of_ ? site_of_(rank) : rank;
+  if (s < 0 || s >= links_->sites())
+    throw std::invalid_argument("link emulation describes " + std::to_string(links_->sites()) +
+                                " sites; rank " + std::to_string(rank) + " is site " + std::to_string(s));
+  return s;
 }
 
 // The duplicate shares the links: both directions of use see the same
 // schedule of changes.
 std::unique_ptr<Communicator> EmulatedCommunicator::make_duplicate() {
-  return std::make_unique<EmulatedCommunicator>(inner_->duplicate(), links_);
+  return std::make_unique<EmulatedCommunicator>(inner_->duplicate(), links_, site_of_);
 }
 
 // The real waits happen in the wrapped communicator: it must be timed too.
@@ -155,7 +164,7 @@ double EmulatedCommunicator::ring_seconds(std::size_t bytes) const {
   const int n = size();
   if (n < 2) return 0.0;
   std::vector<Flow> step;
-  for (int r = 0; r < n; ++r) step.push_back({r, (r + 1) % n, static_cast<double>(bytes / n)});
+  for (int r = 0; r < n; ++r) step.push_back({site(r), site((r + 1) % n), static_cast<double>(bytes / n)});
   return 2.0 * (n - 1) * links_->flows_seconds(step);
 }
 
@@ -186,7 +195,7 @@ void EmulatedCommunicator::broadcast(std::span<std::byte> data, int root) {
   inner_->broadcast(data, root);
   std::vector<Flow> flows;
   for (int r = 0; r < size(); ++r)
-    if (r != root) flows.push_back({root, r, static_cast<double>(data.size())});
+    if (r != root) flows.push_back({site(root), site(r), static_cast<double>(data.size())});
   hold_rest(start, links_->flows_seconds(flows));
   sync_traffic();
 }
@@ -201,21 +210,21 @@ std::vector<std::vector<std::byte>> EmulatedCommunicator::all_gather(std::span<c
   std::vector<Flow> flows;
   for (int from = 0; from < size(); ++from)
     for (int to = 0; to < size(); ++to)
-      if (from != to) flows.push_back({from, to, static_cast<double>(all[from].size())});
+      if (from != to) flows.push_back({site(from), site(to), static_cast<double>(all[from].size())});
   hold_rest(start, links_->flows_seconds(flows));
   sync_traffic();
   return all;
 }
 
 std::vector<std::byte> EmulatedCommunicator::send_recv(std::span<const std::byte> data, int dest, int source, int tag) {
-  hold(links_->transfer_seconds(rank(), dest, data.size()));
+  hold(links_->transfer_seconds(site(rank()), site(dest), data.size()));
   auto in = inner_->send_recv(data, dest, source, tag);
   sync_traffic();
   return in;
 }
 
 void EmulatedCommunicator::send(std::span<const std::byte> data, int dest, int tag) {
-  hold(links_->transfer_seconds(rank(), dest, data.size()));
+  hold(links_->transfer_seconds(site(rank()), site(dest), data.size()));
   inner_->send(data, dest, tag);
   sync_traffic();
 }
@@ -229,7 +238,7 @@ void EmulatedCommunicator::barrier() {
   const auto start = Clock::now();
   inner_->barrier();
   double slowest = 0.0;
-  for (int r = 1; r < size(); ++r) slowest = std::max(slowest, links_->transfer_seconds(0, r, 0));
+  for (int r = 1; r < size(); ++r) slowest = std::max(slowest, links_->transfer_seconds(site(0), site(r), 0));
   hold_rest(start, 2.0 * slowest);
 }
 

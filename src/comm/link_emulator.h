@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -62,13 +63,17 @@ class LinkEmulator {
   std::vector<LinkChange> schedule_;
 };
 
-// Wraps the site leaders' communicator (rank = site): each message is held
-// back for its emulated transfer time, before the real transfer (send), or
-// until that time has passed since the call began (collectives: the real
-// transfer overlaps the emulated flight).
+// Wraps the site leaders' communicator: each message is held back for its
+// emulated transfer time, before the real transfer (send), or until that
+// time has passed since the call began (collectives: the real transfer
+// overlaps the emulated flight). A rank is its site (one mpirun), unless
+// `site_of` says which site a rank is now (sites launched apart: the
+// membership's order, which changes as sites leave and join).
 class EmulatedCommunicator final : public Communicator {
  public:
-  EmulatedCommunicator(std::unique_ptr<Communicator> inner, std::shared_ptr<LinkEmulator> links);
+  using SiteOf = std::function<int(int rank)>;
+  EmulatedCommunicator(std::unique_ptr<Communicator> inner, std::shared_ptr<LinkEmulator> links,
+                       SiteOf site_of = nullptr);
 
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
@@ -81,6 +86,7 @@ class EmulatedCommunicator final : public Communicator {
   void send(std::span<const std::byte> data, int dest, int tag) override;
   void recv(std::span<std::byte> data, int source, int tag) override;
   void barrier() override;
+  void wait_for_all() override { inner_->wait_for_all(); }
   void set_watchdog(Watchdog* watchdog) override;
 
   LinkEmulator& links() { return *links_; }
@@ -93,9 +99,12 @@ class EmulatedCommunicator final : public Communicator {
   // A ring all-reduce of `bytes`: 2 (n - 1) steps of every site sending a
   // 1/n chunk to the next.
   double ring_seconds(std::size_t bytes) const;
+  // The site of `rank` (throws when the links do not describe it).
+  int site(int rank) const;
 
   std::unique_ptr<Communicator> inner_;
   std::shared_ptr<LinkEmulator> links_;
+  SiteOf site_of_;
 };
 
 }  // namespace diloco::comm

@@ -2,6 +2,7 @@
 // split into chunks because MPI counts are ints.
 #include "comm/mpi_communicator.h"
 #include "comm/operation_buffers.h"
+#include "comm/wait_pacer.h"
 
 #include <algorithm>
 #include <climits>
@@ -128,25 +129,37 @@ void MpiCommunicator::count_all_reduce(std::size_t bytes) {
 }
 
 // Blocking calls are non-blocking ones completed here: at once with
-// MPI_Wait, or, on a communicator that yields (a comm thread's), by testing
-// with short sleeps between tests. Open MPI otherwise spins a core while it
-// waits, and that core is one the inner steps beside it need. A communicator
-// with a deadline polls the same way and gives up when it passes.
+// MPI_Wait, or, on a communicator that yields (a comm thread's) or has a
+// deadline, by testing with paced sleeps between tests (WaitPacer). Open
+// MPI's own wait spins a core, and that core is one the inner steps beside
+// it need. A communicator with a deadline gives up when it passes.
 void MpiCommunicator::complete(MPI_Request& request, MPI_Status* status) {
   if (!polls()) {
     DILOCO_MPI_CHECK(MPI_Wait(&request, status));
     return;
   }
-  const auto since = std::chrono::steady_clock::now();
-  auto pause = std::chrono::microseconds(20);
+  test_until_done(request, status, "a collective between sites");
+}
+
+void MpiCommunicator::test_until_done(MPI_Request& request, MPI_Status* status, const char* what) {
+  WaitPacer pacer;
   for (;;) {
     int done = 0;
     DILOCO_MPI_CHECK(MPI_Test(&request, &done, status));
     if (done) return;
-    check_deadline(since, "a collective between sites");
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+    check_deadline(pacer.since(), what);
+    pacer.pause();
   }
+}
+
+// Ibarrier, then paced tests: ranks that arrive early sleep instead of
+// spinning until the last one comes.
+void MpiCommunicator::wait_for_all() {
+  if (size_ == 1) return;
+  Watchdog::Guard guard(watchdog_, "waiting for every rank");
+  MPI_Request request;
+  DILOCO_MPI_CHECK(MPI_Ibarrier(comm_, &request));
+  test_until_done(request, MPI_STATUS_IGNORE, "waiting for every rank");
 }
 
 void MpiCommunicator::set_deadline(double seconds, int alarm_tag) {
@@ -288,14 +301,12 @@ std::vector<std::byte> MpiCommunicator::send_recv(std::span<const std::byte> dat
   MPI_Status status;
   MPI_Message message;
   if (polls()) {
-    const auto since = std::chrono::steady_clock::now();
-    auto pause = std::chrono::microseconds(20);
+    WaitPacer pacer;
     for (int found = 0; !found;) {
       DILOCO_MPI_CHECK(MPI_Improbe(source, tag, comm_, &found, &message, &status));
       if (found) break;
-      check_deadline(since, "a ring step between sites");
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+      check_deadline(pacer.since(), "a ring step between sites");
+      pacer.pause();
     }
   } else {
     DILOCO_MPI_CHECK(MPI_Mprobe(source, tag, comm_, &message, &status));

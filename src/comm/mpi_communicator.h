@@ -102,6 +102,7 @@ class MpiCommunicator final : public Communicator {
   void send(std::span<const std::byte> data, int dest, int tag) override;
   void recv(std::span<std::byte> data, int source, int tag) override;
   void barrier() override;
+  void wait_for_all() override;
 
   MPI_Comm handle() const { return comm_; }
 
@@ -124,6 +125,9 @@ class MpiCommunicator final : public Communicator {
  private:
   void count_all_reduce(std::size_t bytes);
   void complete(MPI_Request& request, MPI_Status* status = MPI_STATUS_IGNORE);
+  // Tests `request` with paced sleeps between tests until it completes
+  // (or, with a deadline, until it passes).
+  void test_until_done(MPI_Request& request, MPI_Status* status, const char* what);
   template <class T>
   void all_reduce_chunks(std::span<T> data);
 

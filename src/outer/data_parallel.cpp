@@ -19,7 +19,10 @@ void DataParallelSync::sync(std::span<float> grads, std::int64_t step) {
   const auto start = std::chrono::steady_clock::now();
   if (comms_.topology.is_leader() && comms_.topology.num_sites > 1)
     totals_.exchanges.push_back(exchange_->mean(grads, shares_, step));
-  if (comms_.topology.site_size > 1) comm::broadcast_values(*comms_.site, grads, 0);
+  if (comms_.topology.site_size > 1) {
+    comms_.site->wait_for_all();  // the other ranks sleep through their leader's exchange
+    comm::broadcast_values(*comms_.site, grads, 0);
+  }
   totals_.seconds += seconds_since(start);
 }
 

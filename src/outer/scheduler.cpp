@@ -117,6 +117,11 @@ Plan Scheduler::advance() {
   return p;
 }
 
+void Scheduler::forget_sites() {
+  site_step_.clear();
+  site_H_.clear();
+}
+
 // State: H, the slowest-step and sync EMAs, then the site count and each
 // site's step EMA (three values per EMA).
 std::vector<double> Scheduler::state() const {

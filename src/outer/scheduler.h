@@ -81,6 +81,11 @@ class Scheduler {
   // Adopts next().H, honouring the hysteresis; returns the plan used.
   Plan advance();
 
+  // Sites launched apart, after a membership change: the per-site history
+  // (indexed by the leaders' ranks, which changed meaning) starts over, and
+  // every site runs H until the next plan.
+  void forget_sites();
+
   std::vector<double> state() const;
   void load(const std::vector<double>& state);  // throws std::invalid_argument
 

@@ -125,6 +125,7 @@ RunSummary Trainer::run(const Hooks& hooks) {
   summary.initial_eval_loss = start_round_ > 0 ? restored_initial_eval_ : inner_.eval_loss(eval_.windows);
 
   for (int round = start_round_ + 1; round <= outer_config_.rounds; ++round) {
+    if (hooks.on_round_start) hooks.on_round_start(round);
     metrics.round = round;
     metrics.H = H_;
     metrics.membership.clear();
@@ -149,6 +150,7 @@ RunSummary Trainer::run(const Hooks& hooks) {
 
     const auto sync_start = std::chrono::steady_clock::now();
     if (comms_.topology.is_leader()) sync_round(stats, round, last, checkpoint_now, sync, metrics);
+    comms_.site->wait_for_all();  // the site's other ranks sleep through their leader's exchange
     if (rendezvous_) stay_in_group(round, metrics, summary.initial_eval_loss);  // or checkpoint and stop
     if (!data_parallel_ && (sync_.overlap != OverlapMode::kStreaming || last)) adopt_global();
     share_next_H(metrics);
@@ -337,6 +339,7 @@ void Trainer::sync_delayed(const inner::InnerStats& stats, int round, bool drain
 
 bool Trainer::agree_stop(const Hooks& hooks) {
   double votes = hooks.stop_requested && hooks.stop_requested() ? 1.0 : 0.0;
+  comms_.world->wait_for_all();  // the first to finish its steps sleeps until the slowest comes
   comms_.world->all_reduce_sum(std::span<double>(&votes, 1));
   return votes > 0.0;
 }
@@ -358,6 +361,7 @@ void Trainer::adopt_global() {
 }
 
 void Trainer::adopt_fragment(const Fragment& f) {
+  comms_.site->wait_for_all();  // the leader may still wait for the fragment's exchange
   comm::broadcast_values(*comms_.site, inner_.params().subspan(f.offset, f.count), 0);
 }
 

@@ -171,6 +171,7 @@ class CommReplicaGroup final : public inner::ReplicaGroup {
 class Trainer {
  public:
   struct Hooks {
+    std::function<void(int round)> on_round_start;          // every rank, before each round's inner steps
     std::function<void(const RoundMetrics&)> on_round;      // every rank, after each round
     std::function<void(int round, int step, double loss)> on_step;  // every rank, inner steps
     // Polled at each round boundary on every rank; if any rank says yes, all
@@ -293,7 +294,10 @@ class Trainer {
   void adopt_global();
   void adopt_fragment(const Fragment& f);
   void share_next_H(RoundMetrics& metrics);
-  void reprobe(RoundMetrics& metrics);
+  void reprobe(RoundMetrics& metrics, bool group_changed);
+  // This site's index in the schedule's per-site plan: its site (one
+  // mpirun) or its rank among the leaders (sites launched apart).
+  int plan_index() const;
   bool agree_stop(const Hooks& hooks);
   void save_checkpoint(int round, const RoundMetrics& metrics, double initial_eval_loss);
 
@@ -321,6 +325,7 @@ class Trainer {
   Scheduler scheduler_;
   LinkTracker link_tracker_;
   int H_;  // this site's inner steps in the coming round
+  int planned_epoch_ = -1;  // sites launched apart: the membership epoch the schedule's per-site history is of
   double last_report_s_ = 0.0;
   double wait_this_round_ = 0.0;
   bool rendezvous_ = false;

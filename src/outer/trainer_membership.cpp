@@ -18,15 +18,18 @@ struct StateHeader {
   std::int64_t outer_values = 0;
   std::int64_t params = 0;
   std::int64_t inner_step = 0;    // the sender's inner step counter
+  std::int64_t schedule_values = 0;  // the H schedule's state (scheduler.h), after the outer state
 };
+
+// A schedule's state has 8 values plus 3 per site (Scheduler::state).
+std::int64_t max_schedule_values(int sites) { return 8 + 3 * static_cast<std::int64_t>(sites); }
 
 }  // namespace
 
 void Trainer::use_membership(comm::Membership* leader_membership) {
-  if (sync_.mode != SyncMode::kDiLoCo || sync_.overlap != OverlapMode::kNone ||
-      sync_.schedule_mode != ScheduleMode::kFixed)
+  if (sync_.mode != SyncMode::kDiLoCo || sync_.overlap != OverlapMode::kNone)
     throw std::invalid_argument("sites launched apart (topology.join = \"rendezvous\") train blocking DiLoCo: "
-                                "sync.mode = \"diloco\", sync.overlap = \"none\", sync.schedule = \"fixed\"");
+                                "sync.mode = \"diloco\", sync.overlap = \"none\"");
   if (comms_.topology.is_leader() && !leader_membership)
     throw std::invalid_argument("a site leader needs the membership");
   rendezvous_ = true;
@@ -34,17 +37,21 @@ void Trainer::use_membership(comm::Membership* leader_membership) {
 }
 
 // What a site needs to train on from here: the round, the global params,
-// the outer optimizer's state (every member holds them alike) and the
-// sender's inner step (the schedule's and the data's position).
+// the outer optimizer's state (every member holds them alike), the
+// sender's inner step (the LR schedule's and the data's position) and the
+// H schedule's state (so every member plans the same H).
 std::vector<std::byte> Trainer::group_state(int round) const {
   const auto& outer = *syncs_.front().outer;
   const auto state = outer.state();
+  const auto schedule = scheduler_.state();
   StateHeader h{round, outer.started() ? 1 : 0, static_cast<std::int64_t>(state.size()),
-                static_cast<std::int64_t>(global_.size()), inner_.step()};
-  std::vector<std::byte> out(sizeof h + (global_.size() + state.size()) * sizeof(float));
+                static_cast<std::int64_t>(global_.size()), inner_.step(), static_cast<std::int64_t>(schedule.size())};
+  const std::size_t floats = (global_.size() + state.size()) * sizeof(float);
+  std::vector<std::byte> out(sizeof h + floats + schedule.size() * sizeof(double));
   std::memcpy(out.data(), &h, sizeof h);
   std::memcpy(out.data() + sizeof h, global_.data(), global_.size() * sizeof(float));
   std::memcpy(out.data() + sizeof h + global_.size() * sizeof(float), state.data(), state.size() * sizeof(float));
+  std::memcpy(out.data() + sizeof h + floats, schedule.data(), schedule.size() * sizeof(double));
   return out;
 }
 
@@ -56,12 +63,15 @@ std::size_t Trainer::group_state_bytes(std::span<const std::byte> header) const 
   std::memcpy(&h, header.data(), sizeof h);
   const auto outer_values = static_cast<std::int64_t>(syncs_.front().outer->state().size());
   if (h.params != static_cast<std::int64_t>(global_.size()) || h.outer_values < 0 ||
-      h.outer_values > std::max<std::int64_t>(outer_values, 4 * h.params) || h.round < 0 || h.inner_step < 0)
+      h.outer_values > std::max<std::int64_t>(outer_values, 4 * h.params) || h.round < 0 || h.inner_step < 0 ||
+      h.schedule_values < 8 || h.schedule_values > max_schedule_values(comms_.topology.num_sites))
     throw comm::CommError("the group's state does not fit this site's model (" + std::to_string(h.params) +
-                              " params, " + std::to_string(h.outer_values) + " outer values; this site has " +
-                              std::to_string(global_.size()) + ")",
+                              " params, " + std::to_string(h.outer_values) + " outer values, " +
+                              std::to_string(h.schedule_values) + " schedule values; this site has " +
+                              std::to_string(global_.size()) + " params)",
                           -1);
-  return sizeof h + static_cast<std::size_t>(h.params + h.outer_values) * sizeof(float);
+  return sizeof h + static_cast<std::size_t>(h.params + h.outer_values) * sizeof(float) +
+         static_cast<std::size_t>(h.schedule_values) * sizeof(double);
 }
 
 // Takes a state group_state() wrote; returns its round. `take_step`: the
@@ -74,6 +84,17 @@ int Trainer::load_group_state(std::span<const std::byte> bytes, bool take_step) 
   std::vector<float> state(static_cast<std::size_t>(h.outer_values));
   std::memcpy(state.data(), bytes.data() + sizeof h + global_.size() * sizeof(float), state.size() * sizeof(float));
   syncs_.front().outer->load_state(state, h.started != 0);
+  std::vector<double> schedule(static_cast<std::size_t>(h.schedule_values));
+  std::memcpy(schedule.data(), bytes.data() + sizeof h + (global_.size() + state.size()) * sizeof(float),
+              schedule.size() * sizeof(double));
+  try {
+    scheduler_.load(schedule);
+  } catch (const std::invalid_argument& e) {
+    throw comm::CommError(std::string("the group's state: ") + e.what(), -1);
+  }
+  // Its per-site history is of the sender's ranks: until the next plan every site runs H.
+  scheduler_.forget_sites();
+  H_ = scheduler_.current_H();
   std::memcpy(inner_.params().data(), global_.data(), global_.size() * sizeof(float));
   if (take_step) inner_.set_step(h.inner_step);
   return static_cast<int>(h.round);
@@ -105,7 +126,7 @@ int Trainer::receive_group_state(int from, bool take_step) {
 // admitted. Either way the site takes rank 0's step counter, and the site's
 // ranks then learn the round to go on from and the step.
 void Trainer::start_from_group() {
-  std::int64_t position[2] = {start_round_, inner_.step()};
+  std::int64_t position[3] = {start_round_, inner_.step(), H_};
   if (membership_) {
     comm::Communicator& leaders = *comms_.leaders;
     if (membership_->joined_late()) {
@@ -122,11 +143,13 @@ void Trainer::start_from_group() {
       position[0] = load_group_state(state, true);
     }
     position[1] = inner_.step();
+    position[2] = H_;
     membership_->set_admitted(position[0]);  // nobody is admitted before the first round ends
   }
-  comm::broadcast_values(*comms_.site, std::span<std::int64_t>(position, 2), 0);
+  comm::broadcast_values(*comms_.site, std::span<std::int64_t>(position, 3), 0);
   start_round_ = static_cast<int>(position[0]);
   inner_.set_step(position[1]);
+  H_ = static_cast<int>(position[2]);
 }
 
 // The round's exchange, outer step and report, redone from the round's

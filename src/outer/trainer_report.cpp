@@ -105,9 +105,16 @@ void Trainer::report(const inner::InnerStats& stats, const RoundSync& sync, Roun
   }
   metrics.step_s = slowest_step;
   metrics.sync_s = quickest_exchange + quickest_report;
+  // Sites launched apart: the first report of a membership epoch starts the
+  // per-site history over on every member alike (ranks changed meaning).
+  const bool group_changed = membership_ && membership_->epoch() != planned_epoch_;
+  if (group_changed) {
+    scheduler_.forget_sites();
+    planned_epoch_ = membership_->epoch();
+  }
   scheduler_.observe(site_step_s, metrics.sync_s);
   const Plan plan = scheduler_.advance();
-  H_ = scheduler_.site_H(comms_.topology.site);
+  H_ = scheduler_.site_H(plan_index());
   metrics.next_site_H = plan.site_H;
   // Tiny gathers: the last leader to arrive waits for nobody, so the
   // quickest leader's time is one message's latency (plus noise the tracker
@@ -120,8 +127,10 @@ void Trainer::report(const inner::InnerStats& stats, const RoundSync& sync, Roun
   metrics.train_loss = tokens > 0 ? loss_weighted / tokens : 0.0;
   metrics.tokens += static_cast<std::int64_t>(tokens);
   metrics.bytes_sent = restored_.bytes_sent + static_cast<std::uint64_t>(bytes + report_bytes);
-  reprobe(metrics);
+  reprobe(metrics, group_changed);
 }
+
+int Trainer::plan_index() const { return membership_ ? comms_.leaders->rank() : comms_.topology.site; }
 
 bool Trainer::checked_round(int round) const { return sync_.check_every > 0 && round % sync_.check_every == 0; }
 
@@ -162,11 +171,13 @@ std::string Trainer::leader_name(int rank) const {
   return "site " + std::to_string(rank);
 }
 
-// Every sync.reprobe_every rounds the leaders measure every pair actively;
+// Every sync.reprobe_every rounds, and (sites launched apart) in the first
+// report of each membership epoch, the leaders measure every pair actively;
 // the passive estimate restarts from the slowest pair.
-void Trainer::reprobe(RoundMetrics& metrics) {
+void Trainer::reprobe(RoundMetrics& metrics, bool group_changed) {
   metrics.probed.clear();
-  if (sync_.reprobe_every <= 0 || metrics.round % sync_.reprobe_every != 0 || comms_.leaders->size() < 2) return;
+  if (sync_.reprobe_every <= 0 || comms_.leaders->size() < 2) return;
+  if (metrics.round % sync_.reprobe_every != 0 && !group_changed) return;
   // Its bytes count in the next round's total (the traffic counters are cumulative).
   metrics.probed = comm::probe_links(*comms_.leaders);
   link_tracker_.seed(bottleneck(metrics.probed));
