@@ -864,7 +864,7 @@ def splice(path, parts, provenance):
         body = part.rstrip("\n") + f"\n\n*This section: {provenance}.*\n\n"
         sections[section_number(part)] = body
     with open(path, "w") as f:
-        f.write(head + "".join(sections[n] for n in sorted(sections)))
+        f.write(head + "".join(sections[n].rstrip("\n") + "\n\n" for n in sorted(sections)).rstrip("\n") + "\n")
 
 
 def main():
