@@ -26,6 +26,7 @@
 #include "outer/clock.h"
 #include "outer/exchange.h"
 #include "outer/outer_optimizer.h"
+#include "median.h"
 
 using namespace diloco;
 using outer::seconds_since;
@@ -78,10 +79,7 @@ std::vector<float> pseudo_gradient(int site, std::size_t n) {
   return v;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using diloco::bench::median;
 
 int run_link(const Options& o, comm::Communicator& world) {
   const int sites = world.size();

@@ -33,6 +33,7 @@
 #include "inner/data/token_shards.h"
 #include "inner/inner_loop.h"
 #include "synthetic_corpus.h"
+#include "median.h"
 
 using namespace diloco::inner;
 
@@ -93,10 +94,7 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using diloco::bench::median;
 
 // The hand-written loop: the same model and AdamW, clipping, random batches.
 struct RawLoop {

@@ -17,6 +17,7 @@
 #include "inner/inner_loop.h"
 #include "inner/models/model.h"
 #include "inner/sampler.h"
+#include "median.h"
 
 using namespace diloco::inner;
 
@@ -54,10 +55,7 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using diloco::bench::median;
 
 }  // namespace
 

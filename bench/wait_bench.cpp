@@ -41,7 +41,9 @@
 #include "comm/mpi_communicator.h"
 #include "inner/inner_loop.h"
 #include "inner/models/model.h"
+#include "outer/clock.h"
 #include "synthetic_corpus.h"
+#include "median.h"
 
 using namespace diloco;
 
@@ -89,14 +91,9 @@ double process_cpu_s() {
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
+using outer::seconds_since;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::median;
 
 // `work` on rank 0, timed by the CPU clock of the thread that runs it, while
 // rank 1 sleeps wait_s and then does `join`. Returns rank 0's CPU share.

@@ -142,9 +142,9 @@ void Scheduler::load(const std::vector<double>& state) {
     return std::invalid_argument("scheduler state has " + std::to_string(state.size()) +
                                  " values, which is not 8 + 3 per site");
   };
-  if (state.size() < 8) throw bad();
+  if (state.size() < state_values(0)) throw bad();
   const auto sites = static_cast<std::size_t>(state[7]);
-  if (state[7] < 0.0 || state.size() != 8 + 3 * sites) throw bad();
+  if (state[7] < 0.0 || state.size() != state_values(sites)) throw bad();
   H_ = static_cast<int>(state[0]);
   step_.load({state[1], state[2], state[3]});
   sync_.load({state[4], state[5], state[6]});

@@ -7,6 +7,7 @@
 // site runs H_i = H * t_fast / t_i steps, so all reach the exchange together.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -87,6 +88,8 @@ class Scheduler {
   void forget_sites();
 
   std::vector<double> state() const;
+  // How many values state() has with this many sites' history: 8 + 3 per site.
+  static std::size_t state_values(std::size_t sites) { return 8 + 3 * sites; }
   void load(const std::vector<double>& state);  // throws std::invalid_argument
 
  private:

@@ -21,9 +21,6 @@ struct StateHeader {
   std::int64_t schedule_values = 0;  // the H schedule's state (scheduler.h), after the outer state
 };
 
-// A schedule's state has 8 values plus 3 per site (Scheduler::state).
-std::int64_t max_schedule_values(int sites) { return 8 + 3 * static_cast<std::int64_t>(sites); }
-
 }  // namespace
 
 void Trainer::use_membership(comm::Membership* leader_membership) {
@@ -64,7 +61,9 @@ std::size_t Trainer::group_state_bytes(std::span<const std::byte> header) const 
   const auto outer_values = static_cast<std::int64_t>(syncs_.front().outer->state().size());
   if (h.params != static_cast<std::int64_t>(global_.size()) || h.outer_values < 0 ||
       h.outer_values > std::max<std::int64_t>(outer_values, 4 * h.params) || h.round < 0 || h.inner_step < 0 ||
-      h.schedule_values < 8 || h.schedule_values > max_schedule_values(comms_.topology.num_sites))
+      h.schedule_values < static_cast<std::int64_t>(Scheduler::state_values(0)) ||
+      h.schedule_values > static_cast<std::int64_t>(
+                              Scheduler::state_values(static_cast<std::size_t>(comms_.topology.num_sites))))
     throw comm::CommError("the group's state does not fit this site's model (" + std::to_string(h.params) +
                               " params, " + std::to_string(h.outer_values) + " outer values, " +
                               std::to_string(h.schedule_values) + " schedule values; this site has " +
