@@ -8,7 +8,10 @@
 //               [--d-model N] [--layers N] [--heads N] [--kv-heads N]
 //               [--seq-len N] [--batch N] [--steps N] [--blocks N] [--threads N]
 //               [--precision fp32|bf16] [--only diloco|raw] [--profile FILE]
+//               [--optimizer adamw|muon]
 // --path: the TorchScript file (scripts/export_model.py) for --model torchscript.
+// --optimizer muon: the InnerLoop steps with Muon (the raw loop keeps
+// AdamW), so the ratio is Muon's step time against AdamW's.
 // --only runs one side (for peak memory, read from getrusage at the end).
 // --profile writes a Chrome trace of --steps more InnerLoop steps, after the
 // timed ones, from libtorch's autograd profiler (bench/profile_step.py reads it).
@@ -48,6 +51,7 @@ struct Options {
   std::string precision = "fp32";
   std::string only;
   std::string profile;
+  std::string optimizer = "adamw";
 };
 
 [[noreturn]] void usage(const std::string& problem) {
@@ -82,9 +86,11 @@ Options parse(int argc, char** argv) {
     else if (flag == "--precision") o.precision = v;
     else if (flag == "--only") o.only = v;
     else if (flag == "--profile") o.profile = v;
+    else if (flag == "--optimizer") o.optimizer = v;
     else usage("unknown flag " + flag);
   }
   if (o.device != "cpu" && o.device != "cuda") usage("--device must be cpu or cuda");
+  if (o.optimizer != "adamw" && o.optimizer != "muon") usage("--optimizer must be adamw or muon");
   if (o.precision != "fp32" && o.precision != "bf16") usage("--precision must be fp32 or bf16");
   if (!o.only.empty() && o.only != "diloco" && o.only != "raw") usage("--only must be diloco or raw");
   if (!o.profile.empty() && o.only == "raw") usage("--profile traces the InnerLoop: not with --only raw");
@@ -183,6 +189,7 @@ int main(int argc, char** argv) {
   model.seq_len = o.seq_len;
   InnerOptimConfig optim;
   optim.warmup_steps = 10;
+  optim.kind = o.optimizer == "muon" ? InnerOptimizerKind::kMuon : InnerOptimizerKind::kAdamW;
   DataConfig data;
   data.batch_size = o.batch;
   DeviceConfig device;
@@ -240,12 +247,14 @@ int main(int argc, char** argv) {
     std::printf("| %s | %s | %s | %s | %.2fM | %.2f | %.0f |\n", name, o.model.c_str(), o.device.c_str(),
                 o.precision.c_str(), static_cast<double>(params) / 1e6, 1e3 * median(s), tokens / median(s));
   };
-  if (loop) row("diloco InnerLoop", diloco_s);
+  if (loop) row(o.optimizer == "muon" ? "diloco InnerLoop, Muon" : "diloco InnerLoop", diloco_s);
   if (raw) row("raw libtorch", raw_s);
   const double loader = loader_tokens_per_s(o);
   std::printf("| loader: BatchSampler over an llm.c shard | - | cpu | - | - | %.4f | %.0f |\n",
               1e3 * tokens / loader, loader);
-  if (loop && raw) std::printf("\ndiloco / raw step time: %.3f\n", median(diloco_s) / median(raw_s));
+  if (loop && raw)
+    std::printf(o.optimizer == "muon" ? "\nMuon / AdamW step time: %.3f\n" : "\ndiloco / raw step time: %.3f\n",
+                median(diloco_s) / median(raw_s));
   if (loop) std::printf("loader / InnerLoop tokens/s: %.0fx\n", loader * median(diloco_s) / tokens);
   std::printf("peak RSS: %.1f MB\n", static_cast<double>(usage.ru_maxrss) / 1024.0);
   return 0;

@@ -148,6 +148,7 @@ def inner_overhead(q):
     profile_cmd = ["/usr/bin/python3", "bench/profile_step.py", "--steps", "20", "--top", "10"]
     profile = "(The full run profiles the step; a quick run leaves it out.)" if q else run(profile_cmd)
     rows = "\n".join(l for t in (llama, ts) for l in t.splitlines() if l.startswith("| diloco") or l.startswith("| raw"))
+    muon = muon_rows(q, cmd, rounds, med)
     return f"""## 1. Inner-loop overhead (`bench/inner_bench.cpp`)
 
 diloco's `InnerLoop` (one replica, no exchange: flat parameter and gradient
@@ -164,11 +165,11 @@ Commands: `{' '.join(cmd)}` and `{' '.join(py_cmd)}`, alternated {rounds}x
 {table.strip()}
 
 diloco / raw step time: **{ratio:.3f}** (target ≤ 1.03: {one_alternation if q else yes(ratio <= 1.03)}).
-diloco steps/s over Python eager's: **{vs_python:.3f}** (target ≥ 1.10: {one_alternation if q else yes(vs_python >= 1.10)}).
+diloco steps/s over Python eager's: **{vs_python:.3f}** (target ≥ 1.15: {one_alternation if q else yes(vs_python >= 1.15)}).
 At ~25M parameters (the byte GPT with `{' '.join(big[:6])}`, batch 16 x 64,
 `{' '.join(big_cmd)}` and `{' '.join(big_py_cmd)}` alternated {rounds}x): diloco
 {med(big_c):.0f} ms, Python eager {med(big_p):.0f} ms per step, diloco steps/s over Python's
-**{big_vs_python:.3f}** (target ≥ 1.0: {yes(big_vs_python >= 1.0)}).
+**{big_vs_python:.3f}** (target ≥ 1.05: {yes(big_vs_python >= 1.05)}).
 
 Where the step's time goes (`{' '.join(profile_cmd)}`): both loops under
 libtorch's profiler (the C++ legacy autograd profiler, torch.profiler in
@@ -196,6 +197,44 @@ the byte GPT scripted in Python (`scripts/export_model.py --kind gpt`, then
 diloco / raw step time: llama **{ratio_of(llama):.3f}**, TorchScript GPT **{ratio_of(ts):.3f}**.
 TorchScript's own overhead (its raw loop against the native GPT's raw loop
 above, same sizes): **{ts_overhead:.3f}x** the step time.
+
+{muon}"""
+
+
+def muon_rows(q, cmd, rounds, med):
+    """Muon against AdamW on one site: step time (alternating in one process) and loss at equal steps."""
+    muon_cmd = cmd + ["--optimizer", "muon"]
+    ratios = [float(run(muon_cmd).split("Muon / AdamW step time:")[1].split()[0]) for _ in range(rounds)]
+    steps = 120 if q else 400
+    losses = {}
+    for optimizer in ("adamw", "muon"):
+        tmp = tempfile.mkdtemp()
+        train = ["mpirun", "-np", "1", "--bind-to", "none", BIN, "train", "recipes/data-parallel.toml",
+                 "--set", "topology.sites=1", "--set", "links.latency_ms=[]", "--set", "links.bandwidth_mbps=[]",
+                 "--set", f"outer.rounds={steps // 10}", "--set", f"inner.warmup_steps={steps // 20}",
+                 "--set", "checkpoint.every=0", "--set", "metrics.eval_windows=64",
+                 "--set", f"metrics.eval_every={steps // 10}", "--set", f"inner.optimizer={optimizer}",
+                 "--out", os.path.join(tmp, "run")]
+        run(train)
+        losses[optimizer] = [r["eval_loss"] for r in rows(os.path.join(tmp, "run", "metrics.jsonl"))
+                             if r.get("eval_loss") is not None][-1]
+        shutil.rmtree(tmp)
+    change = 100 * (losses["muon"] / losses["adamw"] - 1)
+    return f"""### Muon as the inner optimizer
+
+`inner.optimizer = "muon"`: Muon on the hidden matrices, AdamW on the
+embeddings, norms and biases, one site of one rank, {steps} inner steps of
+the quickstart model (`{' '.join(train[:8])} ... --set inner.optimizer=muon|adamw`):
+
+| inner optimizer | final eval loss | step time against AdamW (`{' '.join(muon_cmd)}`, median of {rounds}) |
+|---|---:|---:|
+| AdamW | {losses["adamw"]:.4f} | 1.000 |
+| Muon | {losses["muon"]:.4f} ({change:+.1f}%) | {med(ratios):.3f} |
+
+Muon's five Newton-Schulz iterations cost up to 15 min(rows, cols)² x
+max(rows, cols) multiply-adds per matrix and step, whatever the batch: at
+this model's batch of 1024 tokens that is a large share of the step; it
+shrinks as the batch grows.
 """
 
 

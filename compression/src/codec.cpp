@@ -11,10 +11,10 @@
 namespace diloco::compression {
 
 std::vector<std::string> codec_names() {
-  return {"none", "fp16", "bf16", "int8", "int4", "topk", "topk+int8", "sign"};
+  return {"none", "fp16", "bf16", "int8", "int4", "topk", "topk+int8", "sign", "chunk-topk"};
 }
 
-bool codec_id_known(std::uint8_t id) { return id <= static_cast<std::uint8_t>(CodecId::kSign); }
+bool codec_id_known(std::uint8_t id) { return id <= static_cast<std::uint8_t>(CodecId::kChunkTopk); }
 
 DILOCO_CLONES bool all_finite(std::span<const float> values) {
   // Branch-free reduction so it vectorizes.
@@ -53,6 +53,11 @@ std::unique_ptr<Codec> make_codec(const CodecConfig& c, std::string* error) {
   if (c.name == "topk") return detail::make_topk_codec(c, false);
   if (c.name == "topk+int8") return detail::make_topk_codec(c, true);
   if (c.name == "sign") return detail::make_sign_codec(c);
+  if (c.name == "chunk-topk") {
+    if (c.block > (1u << 16)) return fail("chunk-topk: block (the chunk) must be in [1, 65536]");
+    if (c.value_bits != 2 && c.value_bits != 4 && c.value_bits != 8) return fail("chunk-topk: bits must be 2, 4 or 8");
+    return detail::make_chunk_topk_codec(c);
+  }
   return fail("unknown codec '" + c.name + "'");
 }
 

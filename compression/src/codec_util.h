@@ -108,6 +108,7 @@ std::unique_ptr<Codec> make_int8_codec(const CodecConfig& config);
 std::unique_ptr<Codec> make_int4_codec(const CodecConfig& config);
 std::unique_ptr<Codec> make_sign_codec(const CodecConfig& config);
 std::unique_ptr<Codec> make_topk_codec(const CodecConfig& config, bool int8_values);
+std::unique_ptr<Codec> make_chunk_topk_codec(const CodecConfig& config);
 
 // Uninitialized memory for `n` values of a trivial type (std::vector would
 // zero-fill it first, one more pass over memory).

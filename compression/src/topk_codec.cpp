@@ -9,19 +9,13 @@
 #include <numeric>
 #include <vector>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include "codec_util.h"
 #include "diloco/compression/crc32c.h"
 #include "diloco/compression/codec.h"
+#include "magnitude_select.h"
 
 namespace diloco::compression::detail {
 namespace {
-
-// |x| as bits: for finite floats, integer order is magnitude order.
-inline std::uint32_t magnitude_bits(float x) { return float_bits(x) & 0x7FFFFFFFu; }
 
 // The k largest |values| (ties to the lower index) as (index, value) pairs in
 // increasing index order: exactly what sorting by (|x| descending, index
@@ -83,78 +77,18 @@ struct Candidates {
   }
 };
 
-// Entries [first, last) whose magnitude bits are at least `low`, appended at
-// `end` (room for last - first more). Returns the new end. Written every
-// time, kept only when it qualifies: no branch to mispredict.
-std::size_t collect_plain(const float* x, std::size_t first, std::size_t last, std::uint32_t low,
-                          std::uint32_t* index, float* value, std::size_t end) {
-  for (std::size_t e = first; e < last; ++e) {
-    index[end] = static_cast<std::uint32_t>(e);
-    value[end] = x[e];
-    end += magnitude_bits(x[e]) >= low ? 1 : 0;
-  }
-  return end;
-}
-
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-// The same, 8 entries per step: compare, then pack the qualifying lanes to
-// the front with one permutation from a table indexed by the lane mask.
-struct PackTable {
-  alignas(32) std::uint32_t lanes[256][8];
-  PackTable() {
-    for (int m = 0; m < 256; ++m) {
-      int j = 0;
-      for (int b = 0; b < 8; ++b)
-        if (m & (1 << b)) lanes[m][j++] = static_cast<std::uint32_t>(b);
-      for (; j < 8; ++j) lanes[m][j] = 0;
-    }
-  }
-};
-
-__attribute__((target("avx2,popcnt"))) std::size_t collect_avx2(const float* x, std::size_t first,
-                                                                 std::size_t last, std::uint32_t low,
-                                                                 std::uint32_t* index, float* value,
-                                                                 std::size_t end) {
-  static const PackTable table;
-  const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF);
-  // Magnitude bits fit in 31 bits, so a signed compare against low - 1 orders them.
-  const __m256i below = _mm256_set1_epi32(static_cast<int>(low) - 1);
-  const __m256i step = _mm256_set1_epi32(8);
-  __m256i ids = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                                 _mm256_set1_epi32(static_cast<int>(first)));
-  std::size_t e = first;
-  for (; e + 8 <= last; e += 8) {
-    const __m256i v = _mm256_castps_si256(_mm256_loadu_ps(x + e));
-    const __m256i keep = _mm256_cmpgt_epi32(_mm256_and_si256(v, magnitude), below);
-    const unsigned mask = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(keep)));
-    const __m256i order = _mm256_load_si256(reinterpret_cast<const __m256i*>(table.lanes[mask]));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(index + end), _mm256_permutevar8x32_epi32(ids, order));
-    _mm256_storeu_ps(value + end, _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(v, order)));
-    end += static_cast<std::size_t>(__builtin_popcount(mask));
-    ids = _mm256_add_epi32(ids, step);
-  }
-  return collect_plain(x, e, last, low, index, value, end);
-}
-#endif
-
 // Every entry whose magnitude bits are at least `low`, in index order;
 // `expected` sizes the buffers.
 void collect(std::span<const float> values, std::uint32_t low, std::size_t expected, Candidates& out) {
   constexpr std::size_t kChunk = 4096;
   const std::size_t n = values.size();
   const float* x = values.data();
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  const auto pass = avx2 ? collect_avx2 : collect_plain;
-#else
-  const auto pass = collect_plain;
-#endif
   out.size = 0;
   out.reserve(std::min(n, expected) + kChunk + 8);
   for (std::size_t first = 0; first < n; first += kChunk) {
     const std::size_t last = std::min(n, first + kChunk);
     if (out.capacity < out.size + kChunk + 8) out.reserve(std::max(2 * out.capacity, out.size + kChunk + 8));
-    out.size = pass(x, first, last, low, out.index.get(), out.value.get(), out.size);
+    out.size = collect_at_least(x, first, last, low, out.index.get(), out.value.get(), out.size);
   }
 }
 

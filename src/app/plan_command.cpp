@@ -14,6 +14,7 @@
 
 #include "app/recipe_steps.h"
 #include "app/train_command.h"
+#include "app/train_support.h"
 #include "inner/inner_loop.h"
 #include "plan/choose/goal_search.h"
 #include "plan/choose/what_if.h"
@@ -124,8 +125,7 @@ Planning gather(const Recipe& recipe, const PlanOptions& options) {
   in.exchange = exchange_setting(recipe.compression.exchange);
   in.keyed = !recipe.security.key_file.empty();
   in.tokens_per_step = static_cast<double>(recipe.data.batch_size) * recipe.model.seq_len * p.ranks;
-  in.block = static_cast<std::uint32_t>(recipe.compression.block);
-  in.topk_ratio = recipe.compression.topk_ratio;
+  in.codec_settings = codec_config(recipe.compression);
   in.h_min = recipe.sync.h_min;
   in.h_max = recipe.sync.h_max;
   in.fragments = std::max(2, recipe.sync.fragments);
@@ -195,8 +195,7 @@ plan::MemoryInputs memory_inputs(const Recipe& r, const Planning& p, const std::
   m.bf16 = r.devices.precision == inner::Precision::kBf16;
   m.cuda = r.devices.device == inner::DeviceSetting::kCuda;
   m.codec = codec;
-  m.block = static_cast<std::uint32_t>(r.compression.block);
-  m.topk_ratio = r.compression.topk_ratio;
+  m.codec_settings = codec_config(r.compression);
   m.error_feedback =
       plan::error_feedback_for(codec, r.compression.codec, r.compression.error_feedback.value_or(false));
   m.momentum = r.outer.momentum != 0.0;

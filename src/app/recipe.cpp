@@ -184,6 +184,28 @@ void check_sites(Recipe& r, const Locate& locate) {
 
 // Streaming overlap's schedule and fragments, and the keys data parallelism
 // has no use for.
+// compression: settings that only one codec reads, and their ranges there.
+void check_compression(const Recipe& r, const Locate& locate) {
+  const auto& c = r.compression;
+  if (c.bits != 2 && c.bits != 4 && c.bits != 8)
+    throw RecipeError(locate("compression", "bits") + ": compression.bits must be 2, 4 or 8");
+  if (c.codec != "chunk-topk") {
+    refuse_set({{"compression.bits", c.bits != 2}}, locate, " applies only to compression.codec = \"chunk-topk\"");
+    return;
+  }
+  if (c.block > (1 << 16))
+    throw RecipeError(locate("compression", "block") +
+                      ": compression.block is chunk-topk's chunk and must be at most 65536 (the index in a chunk "
+                      "travels in 16 bits at most)");
+}
+
+// inner: Muon's setting is refused where AdamW trains everything.
+void check_inner(const Recipe& r, const Locate& locate) {
+  refuse_set({{"inner.muon_momentum",
+               r.inner.kind != inner::InnerOptimizerKind::kMuon && r.inner.muon_momentum != 0.95}},
+             locate, " applies only to inner.optimizer = \"muon\"");
+}
+
 void check_sync(Recipe& r, const Locate& locate) {
   if (r.sync.overlap == outer::OverlapMode::kStreaming) {
     if (r.sync.schedule_mode != outer::ScheduleMode::kFixed)
@@ -297,6 +319,8 @@ Recipe validate(const toml::table& root, const std::string& source, const std::s
   // Error feedback defaults on for lossy codecs (SparseLoCo, DeMo), off for fp32.
   if (!r.compression.error_feedback) r.compression.error_feedback = r.compression.codec != "none";
   check_sites(r, locate);
+  check_compression(r, locate);
+  check_inner(r, locate);
   check_sync(r, locate);
   check_rendezvous(r, locate);
   check_devices(r, locate);

@@ -52,6 +52,7 @@ struct CompressionConfig {
   int block = 256;
   bool stochastic_rounding = false;
   double topk_ratio = 0.1;
+  int bits = 2;  // chunk-topk: bits per kept value, sign included (2, 4 or 8)
   // Unset means: on for lossy codecs, off for "none" (resolved at validation).
   std::optional<bool> error_feedback;
   // Share of the residual carried into the next round. Below 1 because each

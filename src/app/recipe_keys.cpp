@@ -235,8 +235,13 @@ void data_keys(std::vector<Key>& k) {
   k.push_back(integer_key("data", "batch_size", &R::data, &inner::DataConfig::batch_size, 1, 1 << 20));
 }
 
-// inner: the inner AdamW steps.
+// inner: the inner optimizer's steps.
 void inner_keys(std::vector<Key>& k) {
+  k.push_back(enum_key("inner", "optimizer", &R::inner, &inner::InnerOptimConfig::kind,
+                       std::vector<std::pair<std::string, inner::InnerOptimizerKind>>{
+                           {"adamw", inner::InnerOptimizerKind::kAdamW}, {"muon", inner::InnerOptimizerKind::kMuon}}));
+  k.push_back(number_key("inner", "muon_momentum", &R::inner, &inner::InnerOptimConfig::muon_momentum, unit_open,
+                         "in [0, 1)"));
   k.push_back(number_key("inner", "lr", &R::inner, &inner::InnerOptimConfig::lr, positive, "> 0"));
   k.push_back(integer_key("inner", "warmup_steps", &R::inner, &inner::InnerOptimConfig::warmup_steps, 0, kBig));
   k.push_back(number_key("inner", "min_lr_ratio", &R::inner, &inner::InnerOptimConfig::min_lr_ratio,
@@ -306,6 +311,7 @@ void compression_keys(std::vector<Key>& k) {
   k.push_back(bool_key("compression", "stochastic_rounding", &R::compression, &CompressionConfig::stochastic_rounding));
   k.push_back(number_key("compression", "topk_ratio", &R::compression, &CompressionConfig::topk_ratio,
                          [](double v) { return v > 0.0 && v <= 1.0; }, "in (0, 1]"));
+  k.push_back(integer_key("compression", "bits", &R::compression, &CompressionConfig::bits, 2, 8));
   k.push_back(error_feedback_key());
   k.push_back(number_key("compression", "error_feedback_decay", &R::compression,
                          &CompressionConfig::error_feedback_decay, [](double v) { return v >= 0.0 && v <= 1.0; },

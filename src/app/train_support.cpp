@@ -21,12 +21,18 @@ void on_stop_signal(int signal) { g_stop_signal = signal; }
 
 }  // namespace
 
-std::unique_ptr<compression::Codec> make_codec(const CompressionConfig& c) {
+compression::CodecConfig codec_config(const CompressionConfig& c) {
   compression::CodecConfig config;
   config.name = c.codec;
   config.block = static_cast<std::uint32_t>(c.block);
   config.stochastic_rounding = c.stochastic_rounding;
   config.topk_ratio = c.topk_ratio;
+  config.value_bits = static_cast<unsigned>(c.bits);
+  return config;
+}
+
+std::unique_ptr<compression::Codec> make_codec(const CompressionConfig& c) {
+  const compression::CodecConfig config = codec_config(c);
   std::string error;
   auto codec = compression::make_codec(config, &error);
   if (!codec) throw RecipeError("compression: " + error);

@@ -17,7 +17,9 @@ namespace diloco::app {
 // The exit code of a site that stopped because it was not in the majority.
 constexpr int kMinorityExit = 4;
 
-// Throws RecipeError for a codec the recipe cannot build.
+// The codec settings of a recipe's [compression] section, and its codec
+// (make_codec throws RecipeError for one the recipe cannot build).
+compression::CodecConfig codec_config(const CompressionConfig& c);
 std::unique_ptr<compression::Codec> make_codec(const CompressionConfig& c);
 outer::ExchangeOptions exchange_options(const Recipe& r);
 

@@ -6,6 +6,19 @@
 
 namespace diloco::inner {
 
+namespace {
+
+// ATen's linear, as Python's nn.Linear calls it: for a contiguous 3-D input
+// one addmm (bias fused) on the flattened rows. The C++ module's forward
+// takes its own path there (matmul, then += bias): a separate add_ per
+// layer, and a backward through matmul's folding that costs select and
+// resolve_conj calls Python's loop never makes (bench/profile_step.py).
+torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& x) {
+  return torch::linear(x, layer->weight, layer->bias);
+}
+
+}  // namespace
+
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& c) : n_heads_(c.n_heads) {
   qkv_ = register_module("qkv", torch::nn::Linear(c.d_model, 3 * c.d_model));
   proj_ = register_module("proj", torch::nn::Linear(c.d_model, c.d_model));
@@ -20,7 +33,7 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
   // unbind, not three selects: its backward stacks the three gradients into
   // one tensor, where each select's backward fills a zero tensor the size
   // of all three and adds them (measured by bench/profile_step.py).
-  const auto qkv = qkv_->forward(x).view({B, T, 3, n_heads_, head_dim}).permute({2, 0, 3, 1, 4}).unbind(0);
+  const auto qkv = linear(qkv_, x).view({B, T, 3, n_heads_, head_dim}).permute({2, 0, 3, 1, 4}).unbind(0);
   const auto& q = qkv[0];
   auto k = qkv[1];
   auto v = qkv[2];
@@ -34,7 +47,7 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
   auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));
   if (mask.defined()) scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
   auto y = torch::matmul(torch::softmax(scores, -1), v);
-  return proj_->forward(y.transpose(1, 2).reshape({B, T, C}));
+  return linear(proj_, y.transpose(1, 2).reshape({B, T, C}));
 }
 
 BlockImpl::BlockImpl(const ModelConfig& c) {
@@ -47,7 +60,7 @@ BlockImpl::BlockImpl(const ModelConfig& c) {
 
 torch::Tensor BlockImpl::forward(const torch::Tensor& x, KvCache* cache, std::size_t layer) {
   auto h = x + attn_->forward(ln1_->forward(x), cache, layer);
-  return h + out_->forward(torch::gelu(fc_->forward(ln2_->forward(h))));
+  return h + linear(out_, torch::gelu(linear(fc_, ln2_->forward(h))));
 }
 
 GptImpl::GptImpl(const ModelConfig& c) : config_(c) {

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "inner/autocast.h"
+#include "inner/inner_optimizer.h"
 #include "inner/models/model.h"
 #include "inner/models/weights.h"
 #include "inner/lr_schedule.h"
@@ -48,20 +49,9 @@ struct InnerLoop::Impl {
     model = make_model(model_config);  // initialized on the CPU, so every device starts from the same weights
     model->to(device);
     flatten();
-    std::vector<torch::Tensor> decayed;
-    std::vector<torch::Tensor> plain;
-    // Decay matrices only; gains, biases and embeddings' rows stay free of it
-    // except the (tied) token embedding, which is a matrix.
-    for (auto& [name, p] : model->named_parameters()) (p.dim() >= 2 ? decayed : plain).push_back(p);
-    auto options = torch::optim::AdamWOptions(optim.lr)
-                       .betas({optim.beta1, optim.beta2})
-                       .weight_decay(optim.weight_decay);
-    std::vector<torch::optim::OptimizerParamGroup> groups;
-    groups.emplace_back(decayed, std::make_unique<torch::optim::AdamWOptions>(options));
-    auto no_decay = options;
-    no_decay.weight_decay(0.0);
-    groups.emplace_back(plain, std::make_unique<torch::optim::AdamWOptions>(no_decay));
-    optimizer = std::make_unique<torch::optim::AdamW>(std::move(groups), options);
+    std::vector<std::pair<std::string, torch::Tensor>> named;
+    for (auto& [name, p] : model->named_parameters()) named.emplace_back(name, p);
+    optimizer = std::make_unique<InnerOptimizer>(optim, named);
   }
 
   // Re-homes every parameter and gradient as a view into one flat buffer, so
@@ -183,8 +173,7 @@ struct InnerLoop::Impl {
     if (optim.grad_clip > 0.0 && norm > optim.grad_clip) grads.mul_(optim.grad_clip / (norm + 1e-6));
     const double lr = schedule.at(step);
     last_lr = lr;
-    for (auto& pg : optimizer->param_groups()) static_cast<torch::optim::AdamWOptions&>(pg.options()).lr(lr);
-    optimizer->step();
+    optimizer->step(lr);
     ++step;
     return mean_loss;
   }
@@ -199,7 +188,7 @@ struct InnerLoop::Impl {
   torch::Tensor flat_params;
   torch::Tensor flat_grads;
   std::size_t num_params = 0;
-  std::unique_ptr<torch::optim::AdamW> optimizer;
+  std::unique_ptr<InnerOptimizer> optimizer;
   std::vector<std::int64_t> batch;
   std::int64_t step = 0;
   double last_lr = 0.0;

@@ -53,7 +53,12 @@ class GradientSync {
   virtual void sync(std::span<float> grads, std::int64_t step) = 0;
 };
 
+enum class InnerOptimizerKind { kAdamW, kMuon };
+
 struct InnerOptimConfig {
+  // AdamW on everything, or Muon on the hidden matrices (inner_optimizer.h).
+  InnerOptimizerKind kind = InnerOptimizerKind::kAdamW;
+  double muon_momentum = 0.95;
   double lr = 4e-4;  // DiLoCo's inner AdamW learning rate
   std::int64_t warmup_steps = 1000;
   double min_lr_ratio = 0.1;

@@ -11,10 +11,13 @@
 #include <random>
 
 #include "diloco/compression/codec.h"
+#include "codec_test_util.h"
 #include "diloco/compression/crc32c.h"
 #include "diloco/compression/error_feedback.h"
 
 namespace dc = diloco::compression;
+using dc::testing::normal;
+using dc::testing::reseal;
 
 namespace {
 
@@ -31,13 +34,6 @@ std::unique_ptr<dc::Codec> codec(const std::string& name, bool stochastic = fals
   return out;
 }
 
-std::vector<float> normal(std::size_t n, std::uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 // Inputs the codecs must survive: random, zeros, denormals, huge, mixed scales.
 std::vector<std::pair<std::string, std::vector<float>>> inputs(std::size_t n) {
@@ -69,13 +65,6 @@ float block_absmax(const std::vector<float>& v, std::size_t i) {
   return m;
 }
 
-// Rewrites the checksum after a deliberate body edit, so the decoder's deeper
-// checks (not the CRC) must catch it.
-void reseal(std::vector<std::byte>& payload) {
-  const auto body = std::span<const std::byte>(payload).subspan(dc::kWireHeaderSize);
-  const std::uint32_t crc = dc::crc32c(body);
-  std::memcpy(payload.data() + 28, &crc, 4);
-}
 
 const std::vector<std::size_t> kLengths{0, 1, 7, 63, 64, 65, 1000, 4099};
 
@@ -399,7 +388,7 @@ TEST(CodecPropertyTest, CraftedBodiesWithValidChecksumsAreRefused) {
 
 TEST(ErrorFeedbackTest, TransmittedSumTracksTrueSumAndResidualStaysBounded) {
   const std::size_t n = 2000;
-  for (const std::string name : {"topk", "int4", "sign"}) {
+  for (const std::string name : {"topk", "int4", "sign", "chunk-topk"}) {
     auto c = codec(name, false, 0.05);
     dc::ErrorFeedback feedback(n);
     std::vector<double> true_sum(n, 0.0), sent_sum(n, 0.0);

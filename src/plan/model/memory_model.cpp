@@ -50,7 +50,7 @@ LayerBytes llama_layer(const inner::ModelConfig& m, bool bf16) {
 
 double payload_bytes(const MemoryInputs& in, double values) {
   return static_cast<double>(
-      plan_codec(in.codec, in.block, in.topk_ratio)->payload_size(static_cast<std::size_t>(values)));
+      plan_codec(in.codec, in.codec_settings)->payload_size(static_cast<std::size_t>(values)));
 }
 
 std::string mb(double bytes) {

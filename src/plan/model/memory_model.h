@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include "diloco/compression/codec.h"
+
 #include "inner/model_config.h"
 
 namespace diloco::plan {
@@ -40,8 +42,7 @@ struct MemoryInputs {
   bool cuda = false;                 // the model on a GPU: device and host memory apart
   bool leader = true;                // a site leader holds the outer state
   std::string codec = "none";
-  std::uint32_t block = 256;
-  double topk_ratio = 0.1;
+  compression::CodecConfig codec_settings;  // the recipe's block, top-k ratio and bits
   bool error_feedback = false;
   bool momentum = true;              // the outer optimizer keeps a momentum buffer
   std::string overlap = "none";      // "none", "delayed", "streaming"

@@ -11,11 +11,9 @@
 
 namespace diloco::plan {
 
-std::unique_ptr<compression::Codec> plan_codec(const std::string& name, std::uint32_t block, double topk_ratio) {
-  compression::CodecConfig config;
+std::unique_ptr<compression::Codec> plan_codec(const std::string& name, const compression::CodecConfig& settings) {
+  compression::CodecConfig config = settings;
   config.name = name;
-  config.block = block;
-  config.topk_ratio = topk_ratio;
   std::string error;
   auto codec = compression::make_codec(config, &error);
   if (!codec) throw InputError("plan: codec " + name + ": " + error);
@@ -36,7 +34,7 @@ ExchangeCost exchange(const PlanInputs& in, const compression::Codec& codec, std
 }
 
 std::unique_ptr<compression::Codec> codec_of(const PlanInputs& in, const std::string& name) {
-  return plan_codec(name, in.block, in.topk_ratio);
+  return plan_codec(name, in.codec_settings);
 }
 
 // The mean over windows of h consecutive steps of the largest of `floor` and

@@ -71,8 +71,7 @@ struct PlanInputs {
   // overlapped exchange is still in flight when the steps end.
   double control_s = 0.0;
   double tokens_per_step = 0.0;       // all sites together
-  std::uint32_t block = 256;          // codec settings of the recipe
-  double topk_ratio = 0.1;
+  compression::CodecConfig codec_settings;  // the recipe's block, top-k ratio and bits (name aside)
   int h_min = 1, h_max = 100000;
   int fragments = 2;                  // streaming candidates
   int layers = 1;                     // fragments are whole layers: at most this many
@@ -93,10 +92,10 @@ struct PlanCandidate {
   double bytes_per_billion_tokens = 0.0;
 };
 
-// The codec `name` with the recipe's block and top-k ratio, as the planner
+// The codec `name` with the recipe's other codec settings, as the planner
 // sizes payloads with it (the plan's time and memory models alike); throws
 // InputError naming it.
-std::unique_ptr<compression::Codec> plan_codec(const std::string& name, std::uint32_t block, double topk_ratio);
+std::unique_ptr<compression::Codec> plan_codec(const std::string& name, const compression::CodecConfig& settings);
 
 // The compute of a round of H steps, `overlapped` (0..1) of them with an
 // exchange in flight (see above); with `floor`, the mean over windows of the

@@ -23,13 +23,15 @@ enum class CodecId : std::uint8_t {
   kTopk = 5,     // largest-magnitude entries, fp16 values
   kTopkInt8 = 6, // largest-magnitude entries, blockwise int8 values
   kSign = 7,     // one bit per element, per-block mean magnitude
+  kChunkTopk = 8,  // largest-magnitude entries of each block, low-bit values (SparseLoCo)
 };
 
 struct CodecConfig {
   std::string name = "none";
-  std::uint32_t block = 256;          // elements per scale (int8, int4, sign, topk+int8)
-  bool stochastic_rounding = false;   // int8/int4: unbiased rounding from a seeded hash
-  double topk_ratio = 0.1;            // topk: share of entries kept, in (0, 1]
+  std::uint32_t block = 256;          // elements per scale (int8, int4, sign, topk+int8); per chunk (chunk-topk)
+  bool stochastic_rounding = false;   // int8/int4/chunk-topk: unbiased rounding from a seeded hash
+  double topk_ratio = 0.1;            // topk, chunk-topk: share of entries kept, in (0, 1]
+  unsigned value_bits = 2;            // chunk-topk: bits per kept value (sign included): 2, 4 or 8
 };
 
 enum class EncodeError : std::uint8_t {
