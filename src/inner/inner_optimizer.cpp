@@ -1,6 +1,8 @@
 // AdamW, or Muon on the hidden matrices and AdamW on the rest.
 #include "inner/inner_optimizer.h"
 
+#include "inner/fused_adamw.h"
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -76,8 +78,54 @@ void InnerOptimizer::step(double lr) {
       m.param.add_(orthogonal, -lr * m.scale);
     }
   }
-  for (auto& group : adamw_->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-  adamw_->step();
+  for (auto& group : adamw_->param_groups()) {
+    auto& options = static_cast<torch::optim::AdamWOptions&>(group.options());
+    options.lr(lr);
+    for (auto& p : group.params())
+      if (p.grad().defined()) adamw_step(p, options);
+  }
+}
+
+// torch::optim::AdamW's step for one parameter, its state kept where that
+// optimizer keeps it (so checkpoints are its format); fp32 CPU tensors take
+// the single-pass loop, others (CUDA) libtorch's tensor operations.
+void InnerOptimizer::adamw_step(torch::Tensor& p, const torch::optim::AdamWOptions& options) {
+  torch::NoGradGuard no_grad;
+  auto& states = adamw_->state();
+  const std::string key = c10::guts::to_string(p.unsafeGetTensorImpl());
+  auto found = states.find(key);
+  if (found == states.end()) {
+    auto state = std::make_unique<torch::optim::AdamWParamState>();
+    state->step(0);
+    state->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+    state->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+    found = states.emplace(key, std::move(state)).first;
+  }
+  auto& state = static_cast<torch::optim::AdamWParamState&>(*found->second);
+  state.step(state.step() + 1);
+  AdamWScalars s;
+  s.lr = options.lr();
+  s.beta1 = std::get<0>(options.betas());
+  s.beta2 = std::get<1>(options.betas());
+  s.eps = options.eps();
+  s.weight_decay = options.weight_decay();
+  s.bias_correction1 = 1 - std::pow(s.beta1, static_cast<double>(state.step()));
+  s.bias_correction2 = 1 - std::pow(s.beta2, static_cast<double>(state.step()));
+  const auto& grad = p.grad();
+  auto& m = state.exp_avg();
+  auto& v = state.exp_avg_sq();
+  const bool plain = p.device().is_cpu() && p.scalar_type() == torch::kFloat && grad.scalar_type() == torch::kFloat &&
+                     p.is_contiguous() && grad.is_contiguous() && m.is_contiguous() && v.is_contiguous();
+  if (plain) {
+    fused_adamw(p.data_ptr<float>(), grad.data_ptr<float>(), m.data_ptr<float>(), v.data_ptr<float>(),
+                static_cast<std::size_t>(p.numel()), s);
+    return;
+  }
+  if (s.weight_decay != 0.0) p.mul_(1 - s.lr * s.weight_decay);
+  m.mul_(s.beta1).add_(grad, 1 - s.beta1);
+  v.mul_(s.beta2).addcmul_(grad, grad, 1 - s.beta2);
+  const auto denom = (v.sqrt() / std::sqrt(s.bias_correction2)).add_(s.eps);
+  p.addcdiv_(m, denom, -s.lr / s.bias_correction1);
 }
 
 void InnerOptimizer::save(torch::serialize::OutputArchive& archive) const {

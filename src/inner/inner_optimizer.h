@@ -50,6 +50,8 @@ class InnerOptimizer {
   void load(torch::serialize::InputArchive& archive);
 
  private:
+  void adamw_step(torch::Tensor& p, const torch::optim::AdamWOptions& options);
+
   struct Matrix {
     torch::Tensor param;
     torch::Tensor momentum;
