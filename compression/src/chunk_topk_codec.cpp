@@ -240,7 +240,7 @@ class ChunkTopkCodec final : public Codec {
         next = index + 1;
       }
     }
-    if (!accumulate) std::memset(out.data(), 0, n * sizeof(float));
+    if (!accumulate && n > 0) std::memset(out.data(), 0, n * sizeof(float));
     BitReader stream(bits);
     const std::uint32_t magnitude_mask = levels_;
     for (std::size_t first = 0, c = 0; first < n; first += chunk_, ++c) {
