@@ -9,12 +9,10 @@ usage: /usr/bin/python3 bench/frontier.py [--quick] [--sites 2,4] [--steps N] [-
 import argparse
 import math
 import os
-import shutil
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
-from bench import BIN, run, rows  # noqa: E402
+from bench import train_steps  # noqa: E402
 
 # (name, H, flags). Outer steps: Nesterov at lr 0.7 with momentum 0.5 (0.9,
 # the paper's, overshoots with H this small), and, for the sparse codecs,
@@ -97,22 +95,6 @@ def svg(path, title, results, dp):
         f.write("\n".join(out) + "\n")
 
 
-def train(sites, name, recipe, H, steps, extra, links):
-    tmp = tempfile.mkdtemp()
-    out_dir = os.path.join(tmp, "run")
-    rounds = steps // H
-    cmd = ["mpirun", "-np", str(sites), "--bind-to", "none", BIN, "train", recipe] + links + [
-        "--set", f"topology.sites={sites}", "--set", f"sync.H={H}", "--set", f"outer.rounds={rounds}",
-        "--set", "checkpoint.every=0", "--set", "metrics.eval_windows=64",
-        "--set", f"metrics.eval_every={rounds}", "--set", f"inner.warmup_steps={steps // 20}",
-        "--out", out_dir] + extra
-    run(cmd, log=out_dir + ".log")
-    r = rows(os.path.join(out_dir, "metrics.jsonl"))
-    final = [x["eval_loss"] for x in r if x.get("eval_loss") is not None][-1]
-    shutil.rmtree(tmp)
-    return dict(name=name, H=H, final=final, bytes=r[-1]["bytes_sent"], wall=r[-1]["wall_s"], cmd=cmd)
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
@@ -124,14 +106,12 @@ def main():
     for sites in [int(s) for s in a.sites.split(",")]:
         links = ["--set", f"links.latency_ms=[{','.join(['50.0'] * sites)}]",
                  "--set", f"links.bandwidth_mbps=[{','.join(['100.0'] * sites)}]"]
-        dp = train(sites, "data-parallel", "recipes/data-parallel.toml", 10, steps, [], links)
-        results = [dp] + [train(sites, name, "recipes/quickstart.toml", H, steps, flags, links)
+        dp = dict(train_steps(sites, "recipes/data-parallel.toml", 10, steps, links=links), name="data-parallel")
+        results = [dp] + [dict(train_steps(sites, "recipes/quickstart.toml", H, steps, flags, links), name=name)
                           for name, H, flags in settings(a.quick)]
         front = pareto(results)
-        shown = [("build/diloco" if c == BIN else c) for c in results[-1]["cmd"]]
-        shown = shown[:shown.index("--out")] + shown[shown.index("--out") + 2:]
         print(f"\n{sites} sites, {steps} inner steps per site, links 100 Mbit/s and 50 ms (the last run: "
-              f"`{' '.join(shown)}`):\n")
+              f"`{results[-1]['shown']}`):\n")
         print("| run | H | final eval loss | vs DP | bytes between sites | fewer bytes than DP | wall s | on the frontier |")
         print("|---|---:|---:|---:|---:|---:|---:|---|")
         for r in results:

@@ -51,6 +51,26 @@ def rows(path):
         return [json.loads(line) for line in f]
 
 
+def train_steps(sites, recipe, H, steps, extra=(), links=()):
+    """One run of `steps` inner steps per site, checkpoints off, evaluated
+    once at the end over 64 windows: its final eval loss, bytes between
+    sites, wall time, and its command as shown (build/diloco, no --out)."""
+    tmp = tempfile.mkdtemp()
+    out_dir = os.path.join(tmp, "run")
+    rounds = steps // H
+    launch = ["mpirun", "-np", str(sites), "--bind-to", "none"]
+    args = ["train", recipe] + list(links) + [
+        "--set", f"topology.sites={sites}", "--set", f"sync.H={H}", "--set", f"outer.rounds={rounds}",
+        "--set", "checkpoint.every=0", "--set", "metrics.eval_windows=64",
+        "--set", f"metrics.eval_every={rounds}", "--set", f"inner.warmup_steps={steps // 20}"] + list(extra)
+    run(launch + [BIN] + args + ["--out", out_dir], log=out_dir + ".log")
+    r = rows(os.path.join(out_dir, "metrics.jsonl"))
+    final = [x["eval_loss"] for x in r if x.get("eval_loss") is not None][-1]
+    shutil.rmtree(tmp)
+    return dict(H=H, final=final, bytes=r[-1]["bytes_sent"], wall=r[-1]["wall_s"],
+                shown=" ".join(launch + ["build/diloco"] + args))
+
+
 def machine():
     cpu = "unknown CPU"
     try:
@@ -206,25 +226,17 @@ def muon_rows(q, cmd, rounds, med):
     muon_cmd = cmd + ["--optimizer", "muon"]
     ratios = [float(run(muon_cmd).split("Muon / AdamW step time:")[1].split()[0]) for _ in range(rounds)]
     steps = 120 if q else 400
-    losses = {}
-    for optimizer in ("adamw", "muon"):
-        tmp = tempfile.mkdtemp()
-        train = ["mpirun", "-np", "1", "--bind-to", "none", BIN, "train", "recipes/data-parallel.toml",
-                 "--set", "topology.sites=1", "--set", "links.latency_ms=[]", "--set", "links.bandwidth_mbps=[]",
-                 "--set", f"outer.rounds={steps // 10}", "--set", f"inner.warmup_steps={steps // 20}",
-                 "--set", "checkpoint.every=0", "--set", "metrics.eval_windows=64",
-                 "--set", f"metrics.eval_every={steps // 10}", "--set", f"inner.optimizer={optimizer}",
-                 "--out", os.path.join(tmp, "run")]
-        run(train)
-        losses[optimizer] = [r["eval_loss"] for r in rows(os.path.join(tmp, "run", "metrics.jsonl"))
-                             if r.get("eval_loss") is not None][-1]
-        shutil.rmtree(tmp)
+    no_links = ["--set", "links.latency_ms=[]", "--set", "links.bandwidth_mbps=[]"]
+    runs = {optimizer: train_steps(1, "recipes/data-parallel.toml", 10, steps,
+                                   ["--set", f"inner.optimizer={optimizer}"], no_links)
+            for optimizer in ("adamw", "muon")}
+    losses = {optimizer: r["final"] for optimizer, r in runs.items()}
     change = 100 * (losses["muon"] / losses["adamw"] - 1)
     return f"""### Muon as the inner optimizer
 
 `inner.optimizer = "muon"`: Muon on the hidden matrices, AdamW on the
 embeddings, norms and biases, one site of one rank, {steps} inner steps of
-the quickstart model (`{' '.join(train[:8])} ... --set inner.optimizer=muon|adamw`):
+the quickstart model (`{runs["muon"]["shown"]}`, and the same with `adamw`):
 
 | inner optimizer | final eval loss | step time against AdamW (`{' '.join(muon_cmd)}`, median of {rounds}) |
 |---|---:|---:|

@@ -182,8 +182,6 @@ void check_sites(Recipe& r, const Locate& locate) {
                       std::to_string(r.debug.slow_site) + "; sites are 0.." + std::to_string(r.topology.sites - 1));
 }
 
-// Streaming overlap's schedule and fragments, and the keys data parallelism
-// has no use for.
 // compression: settings that only one codec reads, and their ranges there.
 void check_compression(const Recipe& r, const Locate& locate) {
   const auto& c = r.compression;
@@ -206,6 +204,8 @@ void check_inner(const Recipe& r, const Locate& locate) {
              locate, " applies only to inner.optimizer = \"muon\"");
 }
 
+// Streaming overlap's schedule and fragments, and the keys data parallelism
+// has no use for.
 void check_sync(Recipe& r, const Locate& locate) {
   if (r.sync.overlap == outer::OverlapMode::kStreaming) {
     if (r.sync.schedule_mode != outer::ScheduleMode::kFixed)
