@@ -309,3 +309,24 @@ TEST(RecipeTest, ModelFolderGivesTheArchitecture) {
   EXPECT_NE(error_of("", {from}).find("rope_scaling.rope_type \"dynamic\" is not implemented"), std::string::npos);
   std::filesystem::remove_all(dir);
 }
+
+TEST(RecipeTest, CodecAndOptimizerKeysApplyWhereTheyAreRead) {
+  const std::string ctk = "[compression]\ncodec = \"chunk-topk\"\nblock = 4096\nbits = 4\n";
+  Recipe r = parse_recipe(ctk, "t.toml", {"inner.optimizer=muon", "inner.muon_momentum=0.9"});
+  EXPECT_EQ(r.compression.bits, 4);
+  EXPECT_EQ(r.inner.kind, diloco::inner::InnerOptimizerKind::kMuon);
+  EXPECT_DOUBLE_EQ(r.inner.muon_momentum, 0.9);
+  EXPECT_EQ(diloco::app::to_toml(parse_recipe(diloco::app::to_toml(r), "effective.toml", {})), diloco::app::to_toml(r));
+  // Out of range, or set where nothing reads it: refused, naming the key and where it was set.
+  auto e = error_of(ctk, {"compression.bits=3"});
+  EXPECT_NE(e.find("compression.bits must be 2, 4 or 8"), std::string::npos) << e;
+  e = error_of("[compression]\ncodec = \"int8\"\nbits = 4\n");
+  EXPECT_NE(e.find("compression.bits applies only to compression.codec = \"chunk-topk\""), std::string::npos) << e;
+  EXPECT_NE(e.find("test.toml:3"), std::string::npos) << e;
+  e = error_of(ctk, {"compression.block=65537"});
+  EXPECT_NE(e.find("compression.block is chunk-topk's chunk and must be at most 65536"), std::string::npos) << e;
+  EXPECT_NE(e.find("--set compression.block"), std::string::npos) << e;
+  e = error_of("", {"inner.muon_momentum=0.9"});
+  EXPECT_NE(e.find("inner.muon_momentum applies only to inner.optimizer = \"muon\""), std::string::npos) << e;
+  EXPECT_NE(error_of("", {"inner.optimizer=sgd"}).find("inner.optimizer"), std::string::npos);
+}

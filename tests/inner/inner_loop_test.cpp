@@ -105,3 +105,36 @@ TEST(InnerLoopTest, OptimizerStateRoundTripsThroughBytes) {
   InnerLoop c(other, fast(), data, corpus, {}, group, 8, 20);
   EXPECT_THROW(c.load_state(state), std::runtime_error);
 }
+
+// Muon's momentum travels with the state, and a state saved by one inner
+// optimizer is refused by the other, naming both; the loop refusing it is
+// left as it was.
+TEST(InnerLoopTest, MuonStateRoundTripsAndTheOtherOptimizerIsRefused) {
+  auto corpus = small_corpus();
+  SoloGroup group;
+  DataConfig data;
+  InnerOptimConfig muon = fast();
+  muon.kind = InnerOptimizerKind::kMuon;
+  InnerLoop a(tiny(), muon, data, corpus, {}, group, 8, 20);
+  a.run(4);
+  const std::string state = a.save_state();
+  InnerLoop b(tiny(), muon, data, corpus, {}, group, 8, 20);
+  b.load_state(state);
+  std::copy(a.params().begin(), a.params().end(), b.params().begin());
+  a.run(3);
+  b.run(3);
+  EXPECT_EQ(std::memcmp(a.params().data(), b.params().data(), a.params().size_bytes()), 0);
+
+  InnerLoop adamw(tiny(), fast(), data, corpus, {}, group, 8, 20);
+  adamw.run(2);
+  const std::string adamw_state = adamw.save_state();
+  try {
+    adamw.load_state(state);
+    ADD_FAILURE() << "a Muon state was loaded by an AdamW loop";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("saved with inner.optimizer = \"muon\"; this run uses \"adamw\""),
+              std::string::npos) << e.what();
+  }
+  EXPECT_EQ(adamw.save_state(), adamw_state);
+  EXPECT_THROW(b.load_state(adamw_state), std::runtime_error);
+}
