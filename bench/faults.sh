@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The membership's fault matrix: sites launched apart (each its own mpirun,
-# one real ompi-server), tests/mpi/membership_site as the sites (rounds of
-# 0.5 s (2 s in admission cells), sync deadline D = 3 s, ping_s 2 s). In each cell one site
+# one real ompi-server), SITE_PROGRAM as the sites: the real trainer
+# (build/diloco) or the membership harness (tests/mpi/membership_site);
+# bench/faults_sites.sh has both. Rounds of about 0.5 s (2 s in admission
+# cells), sync deadline D = 3 s, ping_s 2 s. In each cell one site
 # kills (SIGKILL) or stops (SIGSTOP) itself at a phase of round 6:
 #   inner      halfway through the round's compute
 #   exchange   as the others enter the round's collective
@@ -19,7 +21,8 @@
 # and must be admitted.
 # Checks per cell: every process ended with its documented exit code, none
 # is left at the cell's time limit, the survivors completed every round with
-# the same sums (the harness's stand-in for equal global params), the
+# the same global params (the trainer: equal final eval loss, and its own
+# hash check every round; the harness: equal sums), the
 # relaunched site was admitted within 2 rounds of its knock. Prints one
 # markdown row per cell: outcome, recovery seconds (fault to the survivors'
 # next round), rounds from the knock to the admission; exit 1 if any fails.
@@ -47,46 +50,32 @@ fi
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 ROUNDS=16
 FAULT_ROUND=6
-SITES_PATTERN="^$SITE c[0-9]"  # this matrix's sites only
-source "$(dirname "$0")/../tests/mpi/rendezvous_lib.sh"
-last_round() { sed -n 's/^site [0-9]* round \([0-9]*\) epoch.*/\1/p' "$1" | tail -1; }
+source "$(dirname "$0")/../tests/mpi/rendezvous_lib.sh"  # $work, the ompi-server, wait_for
+source "$(dirname "$0")/faults_sites.sh"  # SITES_PATTERN (read by the cleanup), start, pid_of, ...
 
-# start LOG INDEX [FAULT]: one site of the calling cell (its dir, run, n,
-# rounds and round_s) in the background, logged to DIR/LOG.log with its exit
-# code; its pid joins the cell's pids, and, without a fault, its stays.
-start() {
-  local log=$dir/$1.log
-  ( MEMBERSHIP_FAULT=${3:-} timeout 150 "$MPIRUN" --ompi-server "file:$work/uri" -np 1 "$SITE" "$run" "$2" "$n" \
-      "$rounds" "$round_s" 3 >"$log" 2>&1
-    echo "exit $?" >>"$log" ) &
-  pids+=($!)
-  [[ -z ${3:-} ]] && stays+=($!)
-  return 0
-}
-
-# rejoin_and_end INDEX WATCH_LOG EXPECT_SITES RECOVERY LOG...: launches site
-# INDEX again (`start`), waits for every process (the
-# cell's `pids`), and checks that the LOGs and the relaunched site's all
-# ended with exit 0 and EXPECT_SITES sites on the same sums, and that it was
-# admitted within 2 rounds of its knock (rounds read in WATCH_LOG). Sets the
-# cell's wait_rounds (knock to admission); failing, prints "why|RECOVERY|"
-# (the cell's outcome) and returns 1. Runs in the cell's shell: it waits on
-# the cell's own processes.
+# rejoin_and_end INDEX WATCH EXPECT_SITES RECOVERY NAME...: launches site
+# INDEX again (`start`, as "again"), waits for every process (the cell's
+# `pids`), and checks that the sites NAME... and the relaunched one all
+# ended with exit 0 and EXPECT_SITES sites on the same global params, and
+# that it was admitted within 2 rounds of its knock (rounds as site WATCH
+# counts them). Sets the cell's wait_rounds (knock to admission); failing,
+# prints "why|RECOVERY|" (the cell's outcome) and returns 1. Runs in the
+# cell's shell: it waits on the cell's own processes.
 rejoin_and_end() {
-  local index=$1 watch=$2 expect=$3 recovery=$4 knock_round joined f
+  local index=$1 watch=$2 expect=$3 recovery=$4 knock_round joined name why
   shift 4
   start again "$index"
-  wait_for "$dir/again.log" "knocked at door" 40 || { echo "the relaunched site did not knock|$recovery|"; return 1; }
-  knock_round=$(last_round "$watch")
+  wait_for "$dir/again.log" "knocked at door" 60 || { echo "the relaunched site did not knock|$recovery|"; return 1; }
+  knock_round=$(rounds_done "$watch")
   wait "${pids[@]}" 2>/dev/null
-  for f in "$@" "$dir/again.log"; do
-    grep -q "^exit 0" "$f" || { echo "$(basename "$f" .log) did not finish (exit 0)|$recovery|"; return 1; }
-    grep -q "round $rounds epoch .* sites $expect" "$f" ||
-      { echo "$(basename "$f" .log) did not end with all $expect sites|$recovery|"; return 1; }
+  for name in "$@" again; do
+    grep -q "^exit 0" "$dir/$name.log" || { echo "$name did not finish (exit 0)|$recovery|"; return 1; }
+    why=$(ended "$name" "$expect")
+    [[ -z $why ]] || { echo "$name $why|$recovery|"; return 1; }
   done
-  (($(for f in "$@" "$dir/again.log"; do grep "round $rounds epoch" "$f" | sed 's/^site [0-9]* //'; done |
-    sort -u | wc -l) == 1)) || { echo "the sites ended with different sums|$recovery|"; return 1; }
-  joined=$(sed -n 's/.*joined late at round \([0-9]*\).*/\1/p' "$dir/again.log")
+  (($(for name in "$@" again; do final_state "$name"; done | sort -u | wc -l) == 1)) ||
+    { echo "the sites ended on different global params|$recovery|"; return 1; }
+  joined=$(joined_round again "$index" "$watch")
   [[ -n $joined ]] || { echo "the relaunched site was not admitted|$recovery|"; return 1; }
   (((joined - knock_round) <= 2)) ||
     { echo "admitted $((joined - knock_round)) rounds after its knock|$recovery|$((joined - knock_round))"; return 1; }
@@ -95,13 +84,13 @@ rejoin_and_end() {
 
 # cell N SIGNAL VICTIM PHASE: prints "outcome|recovery s|knock->admitted rounds"; 0 when it holds.
 cell() {
-  local n=$1 sig=$2 v=$3 phase=$4 run="c$RANDOM$RANDOM" dir round_s=0.5 rounds=$ROUNDS
+  local n=$1 sig=$2 v=$3 phase=$4 run="c$RANDOM$RANDOM" dir round_s=0.5 rounds=$ROUNDS capacity=$1
   # A stopped site is woken, must find itself expelled, and is then launched
   # again: the survivors need rounds left for all of it.
   [[ $sig == stop ]] && rounds=$((ROUNDS + 12))
   # Admission cells: rounds long enough that a newcomer launched as round 6
   # begins is queued at the door before that round's boundary.
-  [[ $phase == admission ]] && round_s=2
+  [[ $phase == admission ]] && round_s=2 capacity=$((n + 1))
   dir=$work/$run
   mkdir -p "$dir"
   local -a pids=() stays=()
@@ -113,13 +102,13 @@ cell() {
   done
   watcher=$(((v + 2) % n))  # a site that stays
   if [[ $phase == admission ]]; then  # a newcomer queued at the door before round 6's boundary
-    wait_for "$dir/s$watcher.log" "round $((FAULT_ROUND - 1)) " 60 || { echo "no start||"; return 1; }
+    wait_round "s$watcher" $((FAULT_ROUND - 1)) 90 || { echo "no start||"; return 1; }
     start newcomer "$n"
   fi
-  wait_for "$dir/s$v.log" "fault:" 60 || { echo "fault not reached||"; return 1; }
+  wait_for "$dir/s$v.log" "fault:" 90 || { echo "fault not reached||"; return 1; }
   local fault_at from_line
   fault_at=$(date +%s.%N)
-  from_line=$(($(wc -l <"$dir/s$watcher.log") + 1))
+  from_line=$(mark "s$watcher")
   if [[ $phase == recovery ]]; then  # two losses of n: every other process stops, exit 4
     wait "${stays[@]}" 2>/dev/null
     local bad=0
@@ -128,7 +117,7 @@ cell() {
       grep -q "^exit 4" "$dir/s$i.log" || bad=1
     done
     if [[ $sig == stop ]]; then
-      kill -CONT "$(pgrep -f "^$SITE $run $v " | head -1)" 2>/dev/null
+      kill -CONT "$(pid_of "$v")" 2>/dev/null
     fi
     wait "${pids[@]}" 2>/dev/null
     ((bad)) && { echo "a survivor did not stop with exit 4||"; return 1; }
@@ -138,23 +127,23 @@ cell() {
   fi
   local after=$((n - 1))
   [[ $phase == admission ]] && after=$n  # and the newcomer admitted
-  wait_for "$dir/s$watcher.log" "sites $after sum" 40 "$from_line" || { echo "survivors did not go on||"; return 1; }
+  wait_sites "s$watcher" "$after" 40 "$from_line" || { echo "survivors did not go on||"; return 1; }
   local recovery
   recovery=$(echo "$(date +%s.%N) - $fault_at" | bc)
   if [[ $sig == stop ]]; then
-    kill -CONT "$(pgrep -f "^$SITE $run $v " | head -1)"
-    wait_for "$dir/s$v.log" "^exit" 30 || { echo "the woken site did not end||"; return 1; }
+    kill -CONT "$(pid_of "$v")"
+    wait_for "$dir/s$v.log" "^exit [0-9]" 30 || { echo "the woken site did not end||"; return 1; }
     grep -q "^exit 4" "$dir/s$v.log" || { echo "the woken site did not exit 4||"; return 1; }
   fi
-  local logs=() wait_rounds
-  for f in "$dir"/*.log; do [[ $f == "$dir/s$v.log" ]] || logs+=("$f"); done
+  local names=() wait_rounds
+  for f in "$dir"/*.log; do [[ $f == "$dir/s$v.log" ]] || names+=("$(basename "$f" .log)"); done
   local expect_sites=$n
   [[ $phase == admission ]] && expect_sites=$((n + 1))
-  rejoin_and_end "$v" "$dir/s$watcher.log" "$expect_sites" "$recovery" "${logs[@]}" || return 1
+  rejoin_and_end "$v" "s$watcher" "$expect_sites" "$recovery" "${names[@]}" || return 1
   if [[ $phase == admission ]]; then
     local newcomer_at
-    newcomer_at=$(sed -n 's/.*joined late at round \([0-9]*\).*/\1/p' "$dir/newcomer.log")
-    ((newcomer_at >= FAULT_ROUND)) || { echo "the newcomer was admitted before the fault (cell missed)|$recovery|"; return 1; }
+    newcomer_at=$(joined_round newcomer "$n" "s$watcher")
+    ((${newcomer_at:-0} >= FAULT_ROUND)) || { echo "the newcomer was admitted before the fault (cell missed)|$recovery|"; return 1; }
   fi
   printf 'survivors went on; %s; relaunched site rejoined|%.1f|%d\n' \
     "$([[ $sig == stop ]] && echo "woken site exited 4" || echo "killed")" "$recovery" "$wait_rounds"
@@ -163,29 +152,32 @@ cell() {
 
 # newcomer_cell N SIGNAL STEP: a newcomer (site N) lost at a step of joining.
 newcomer_cell() {
-  local n=$1 sig=$2 step=$3 run="c$RANDOM$RANDOM" dir rounds=$ROUNDS round_s=2
+  local n=$1 sig=$2 step=$3 run="c$RANDOM$RANDOM" dir rounds=$ROUNDS round_s=2 capacity=$(($1 + 1))
   dir=$work/$run
   mkdir -p "$dir"
   local -a pids=() stays=()
   for ((i = 0; i < n; ++i)); do start "s$i" "$i"; done
-  wait_for "$dir/s0.log" "round $((FAULT_ROUND - 1)) " 60 || { echo "no start||"; return 1; }
+  wait_round s0 $((FAULT_ROUND - 1)) 90 || { echo "no start||"; return 1; }
   start newcomer "$n" "$sig $step 0"
-  wait_for "$dir/newcomer.log" "fault:" 40 || { echo "fault not reached||"; return 1; }
+  wait_for "$dir/newcomer.log" "fault:" 60 || { echo "fault not reached||"; return 1; }
   local fault_at from_line
   fault_at=$(date +%s.%N)
-  from_line=$(($(wc -l <"$dir/s1.log") + 1))
+  from_line=$(mark s1)
   # The group goes on without it: a round of n sites completed after the fault.
-  wait_for "$dir/s1.log" "sites $n sum" 40 "$from_line" || { echo "the group did not go on||"; return 1; }
+  wait_sites s1 "$n" 40 "$from_line" || { echo "the group did not go on||"; return 1; }
   local recovery
   recovery=$(echo "$(date +%s.%N) - $fault_at" | bc)
-  wait_for "$dir/newcomer.log" "^exit" 30 || { echo "the newcomer did not end|$recovery|"; return 1; }
+  wait_for "$dir/newcomer.log" "^exit [0-9]" 30 || { echo "the newcomer did not end|$recovery|"; return 1; }
   local want=137
   [[ $sig == exit ]] && want=2
   grep -q "^exit $want" "$dir/newcomer.log" || { echo "the newcomer ended otherwise than exit $want|$recovery|"; return 1; }
   local wait_rounds
-  rejoin_and_end "$n" "$dir/s1.log" $((n + 1)) "$recovery" "$dir"/s*.log || return 1
+  local names=()
+  for ((i = 0; i < n; ++i)); do names+=("s$i"); done
+  rejoin_and_end "$n" s1 $((n + 1)) "$recovery" "${names[@]}" || return 1
   local how
-  how=$(grep -ho "refused site-$n: [^;]*" "$dir"/s*.log | head -1)
+  how=$(grep -hoE "refused.*site-$n: [^;]*" "$dir"/s*.log | head -1 | sed 's/.*\(site-\)/\1/')
+  [[ -n $how ]] && how="refused $how"
   printf 'group went on (%s); newcomer %s; relaunched, admitted|%.1f|%d\n' "${how:-it was never admitted}" \
     "$([[ $sig == exit ]] && echo "gave up (exit 2)" || echo "killed")" "$recovery" "$wait_rounds"
   return 0
@@ -254,7 +246,7 @@ for c in "${cells[@]}"; do
   IFS='|' read -r outcome rec rounds <<<"$out"
   ((rc == 0)) || { outcome="**FAILED**: $outcome"; failed=1; }
   echo "| $n | $sig | $v | $phase | $outcome | $rec | $rounds |"
-  pkill -9 -f "^$SITE c" 2>/dev/null
+  pkill -9 -f "$SITES_PATTERN" 2>/dev/null
 done
 ((report)) && exit 0
 exit $failed

@@ -705,37 +705,41 @@ Command: `{' '.join(cmd)}`
 
 
 def faults(q):
-    if q:  # about 25 minutes: left to the full run (and two cells to the mpi_fault_cells test)
+    if q:  # about an hour: left to the full run (and two cells to the e2e_fault_cells test)
         return """## 14. The membership's fault matrix (`bench/faults.sh`)
 
-A quick run leaves the matrix (about 25 minutes) to the full run; the `mpi_fault_cells` test runs two of its cells.
+A quick run leaves the matrix (about an hour) to the full run; the `e2e_fault_cells` test runs two of its cells.
 """
-    cmd = ["bench/faults.sh", "--report", "mpirun", "build/tests/membership_site"]
+    cmd = ["bench/faults.sh", "--report", "mpirun", "build/diloco"]
     out = run(cmd)
     rows = [l for l in out.splitlines() if l.startswith("| 3 ") or l.startswith("| 4 ")]
     failed = [r for r in rows if "FAILED" in r]
     return f"""## 14. The membership's fault matrix (`bench/faults.sh`)
 
-Sites launched apart (each its own `mpirun`, one real `ompi-server`), played
-by the membership's test harness (`tests/mpi/membership_site`: rounds of
-0.5 s whose "exchange" is a sum over the leaders, so every round checks who
-took part; `sync.timeout_s` 3 s, `ping_s` 2 s). In each cell one site kills
-(SIGKILL) or stops (SIGSTOP) itself in round 6 (every site, 3 and 4 sites): halfway
-through its compute (`inner`), as the others enter the round's collective
-(`exchange`), as the others admit a newcomer queued at the door
-(`admission`), or as it enters the recovery from another site's loss
-(`recovery`: a second loss, so no strict majority of the last membership is
-left and every site must stop with exit 4). A stopped site is woken after
-the survivors went on and must exit 4; the lost site is launched again and
-must be admitted. A cell holds when every process ended with its documented
-exit code, the survivors completed every round with the same sums, and the
+Sites launched apart (each its own `mpirun`, one real `ompi-server`), each
+the real trainer (`diloco train` of a GPT with d_model 64 on the bundled
+corpus, rounds of about 0.5 s (H 30), `sync.timeout_s` 3 s,
+`rendezvous.ping_s` 2 s, a checkpoint every 2 rounds; the fault is raised
+by the recipe's `[debug] fault_*` keys on the real code paths). In each
+cell one site kills (SIGKILL) or stops (SIGSTOP) itself in round 6 (every
+site, 3 and 4 sites): halfway through its inner steps (`inner`), as it
+enters the round's exchange (`exchange`), as the group admits a newcomer
+queued at the door (`admission`, rounds of about 3 s, H 180), or as it
+enters the recovery from another site's loss (`recovery`: a second loss,
+so no strict majority of the last membership is left and every site must
+stop with exit 4). A stopped site is woken after the survivors went on and
+must exit 4 (with a checkpoint); the lost site is launched again with
+`--resume auto` and must be admitted. A cell holds when every process ended
+with its documented exit code, every site finished every round with all
+members and the same final eval loss (the trainer also compares a hash of
+the global params every round and stops on a mismatch, exit 3), and the
 relaunched site was admitted within 2 rounds of its knock. Recovery: from
 the fault to the survivors' next completed round (the deadline, 3 s, is its
 floor); in admission cells, to their first round with the newcomer admitted
 (when the keeper is lost, the newcomer notices its door's silence and knocks
 at the next keeper's door).
 
-Newcomer cells (site `new`, 3 sites, rounds of 2 s): a fourth site,
+Newcomer cells (site `new`, 3 sites, rounds of about 3 s): a fourth site,
 launched as round 5 ends, is killed (`kill`) or gives up (`exit`, exit 2,
 as its own join timeout would) at a step of joining: its hello sent
 (`join-hello`), queued at the door, told the port (`join-port`), its

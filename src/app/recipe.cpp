@@ -47,6 +47,9 @@ void check_rendezvous(Recipe& r, const Locate& locate) {
                       "\"auto\" or \"all_gather\"");
   if (r.debug.forge_site >= 0 && r.security.key_file.empty())
     throw RecipeError(locate("debug", "forge_site") + ": debug.forge_site needs security.key_file");
+  if (r.debug.fault_site >= 0 && (!rendezvous || r.debug.fault_phase.empty()))
+    throw RecipeError(locate("debug", "fault_site") + ": debug.fault_site needs topology.join = \"rendezvous\" "
+                      "and debug.fault_phase");
   if (!rendezvous) {
     if (z.site >= 0) throw RecipeError(locate("rendezvous", "site") + ": rendezvous.site needs topology.join = \"rendezvous\"");
     return;

@@ -111,6 +111,14 @@ struct DebugSection {
   double slow_factor = 1.0;
   int forge_site = -1;       // this site's payload tags are forged (made without the key)...
   int forge_round = 0;       // ...in this round ([security] key_file)
+  // Sites launched apart: this site's leader is killed ("kill"), stops
+  // ("stop", SIGSTOP) or gives up ("exit", code 2) at a phase of a round
+  // ("inner", "exchange", "admission", "recovery") or of joining
+  // ("join-hello", ... "join-merged"); see app/debug_faults.h.
+  int fault_site = -1;
+  std::string fault_signal = "kill";
+  std::string fault_phase;
+  int fault_round = 0;
 };
 
 // Authentication between sites.

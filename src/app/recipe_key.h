@@ -164,6 +164,12 @@ Key bool_key(std::string section, std::string name, SectionOf<S> sec, bool S::*f
 }
 
 
+// Integer keys with no natural bound take at most this.
+constexpr std::int64_t kBig = std::int64_t{1} << 40;
+
+// The [debug] section's keys (recipe_keys_debug.cpp).
+void debug_keys(std::vector<Key>& k);
+
 // Every key, in the order the effective recipe lists them.
 const std::vector<Key>& keys();
 

@@ -156,8 +156,6 @@ Key rope_scaling_key() {
   return k;
 }
 
-constexpr std::int64_t kBig = std::int64_t{1} << 40;
-
 bool positive(double v) { return v > 0.0; }
 bool non_negative(double v) { return v >= 0.0; }
 bool unit_open(double v) { return v >= 0.0 && v < 1.0; }
@@ -350,25 +348,6 @@ void rendezvous_keys(std::vector<Key>& k) {
 // security: the key between sites.
 void security_keys(std::vector<Key>& k) {
   k.push_back(string_key("security", "key_file", &R::security, &SecuritySection::key_file, {}, true));
-}
-
-// debug: injected faults for the tests.
-void debug_keys(std::vector<Key>& k) {
-  k.push_back(integer_key("debug", "forge_site", &R::debug, &DebugSection::forge_site, -1, 1 << 20));
-  k.push_back(integer_key("debug", "forge_round", &R::debug, &DebugSection::forge_round, 0, 1 << 30));
-  k.push_back(integer_key("debug", "nan_site", &R::debug, &DebugSection::nan_site, -1, 1 << 20));
-  k.push_back(integer_key("debug", "nan_round", &R::debug, &DebugSection::nan_round, 0, 1 << 30));
-  k.push_back(integer_key("debug", "diverge_site", &R::debug, &DebugSection::diverge_site, -1, 1 << 20));
-  k.push_back(integer_key("debug", "diverge_round", &R::debug, &DebugSection::diverge_round, 0, 1 << 30));
-  k.push_back(integer_key("debug", "exit_rank", &R::debug, &DebugSection::exit_rank, -1, 1 << 20));
-  k.push_back(integer_key("debug", "exit_step", &R::debug, &DebugSection::exit_step, 0, kBig));
-  k.push_back(integer_key("debug", "throw_rank", &R::debug, &DebugSection::throw_rank, -1, 1 << 20));
-  k.push_back(integer_key("debug", "throw_step", &R::debug, &DebugSection::throw_step, 0, kBig));
-  k.push_back(integer_key("debug", "freeze_rank", &R::debug, &DebugSection::freeze_rank, -1, 1 << 20));
-  k.push_back(integer_key("debug", "freeze_step", &R::debug, &DebugSection::freeze_step, 0, kBig));
-  k.push_back(integer_key("debug", "slow_site", &R::debug, &DebugSection::slow_site, -1, 1 << 20));
-  k.push_back(number_key("debug", "slow_factor", &R::debug, &DebugSection::slow_factor,
-                         [](double v) { return v >= 1.0 && v <= 1000.0; }, "in [1, 1000]"));
 }
 
 // checkpoint: where, how often, how many kept.

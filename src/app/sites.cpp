@@ -104,7 +104,8 @@ comm::SiteComms make_sites(const Recipe& recipe, std::shared_ptr<comm::LinkEmula
 
 std::unique_ptr<comm::Membership> join_sites(const Recipe& recipe, comm::SiteComms& comms, const std::string& signature,
                                              double tokens_per_step, const comm::MessageAuth* auth,
-                                             std::shared_ptr<comm::LinkEmulator> links) {
+                                             std::shared_ptr<comm::LinkEmulator> links,
+                                             std::function<void(const char* step)> at_join_step) {
   if (!comms.topology.is_leader()) return nullptr;
   comm::JoinConfig config;
   config.run_id = recipe.rendezvous.run_id;
@@ -118,6 +119,7 @@ std::unique_ptr<comm::Membership> join_sites(const Recipe& recipe, comm::SiteCom
   config.deadline_s = recipe.timeouts.timeout_s;
   config.ping_s = recipe.rendezvous.ping_s;
   config.auth = auth;
+  if (at_join_step) config.at_join_step = [at_join_step](const char* step, const std::string&) { at_join_step(step); };
   auto membership = std::make_unique<comm::Membership>(config);
   comms.leaders = membership->release_leaders();
   if (links) {

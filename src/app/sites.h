@@ -2,6 +2,10 @@
 // communicators for it, and the recipe's emulated links around the leaders.
 #pragma once
 
+#include <functional>
+#include <memory>
+#include <string>
+
 #include "app/recipe.h"
 #include "comm/membership.h"
 #include "comm/mpi_communicator.h"
@@ -20,9 +24,11 @@ comm::SiteComms make_sites(const Recipe& recipe, std::shared_ptr<comm::LinkEmula
 // run's group through the rendezvous and puts the leaders' communicator into
 // `comms`; nullptr on other ranks. `links` (the recipe's emulator, or
 // nullptr) is put around it, each rank emulated as the site it is now.
+// `at_join_step` (test-only, may be empty) is called at each step of joining.
 // Throws comm::JoinError.
 std::unique_ptr<comm::Membership> join_sites(const Recipe& recipe, comm::SiteComms& comms, const std::string& signature,
                                              double tokens_per_step, const comm::MessageAuth* auth,
-                                             std::shared_ptr<comm::LinkEmulator> links);
+                                             std::shared_ptr<comm::LinkEmulator> links,
+                                             std::function<void(const char* step)> at_join_step);
 
 }  // namespace diloco::app

@@ -16,6 +16,7 @@
 #include <functional>
 #include <iostream>
 
+#include "app/debug_faults.h"
 #include "app/gpu_placement.h"
 #include "app/metrics_log.h"
 #include "app/resume.h"
@@ -179,7 +180,8 @@ class TrainSession {
   // recovered rather than fatal.
   void join() {
     membership_ = join_sites(recipe_, comms_, inner_loop_->model_signature(),
-                             static_cast<double>(inner_loop_->tokens_per_step()), auth_ ? &*auth_ : nullptr, links_);
+                             static_cast<double>(inner_loop_->tokens_per_step()), auth_ ? &*auth_ : nullptr, links_,
+                             [this](const char* step) { faults_.at_phase(std::string("join-") + step, 0); });
     if (root_ && membership_)
       std::printf("joined run \"%s\" as %s (%s): %d sites, membership epoch %d%s\n",
                   recipe_.rendezvous.run_id.c_str(), recipe_.rendezvous.site_name.c_str(),
@@ -244,6 +246,7 @@ class TrainSession {
     faults.nan_round = recipe_.debug.nan_round;
     faults.diverge_site = recipe_.debug.diverge_site;
     faults.diverge_round = recipe_.debug.diverge_round;
+    faults.at_phase = [this](const std::string& phase, int round) { faults_.at_phase(phase, round); };
     trainer_ = std::make_unique<outer::Trainer>(comms_, *inner_loop_, parts, recipe_.outer, recipe_.sync,
                                                 recipe_.metrics, checkpoint, faults);
     if (rendezvous_) trainer_->use_membership(membership_.get());
@@ -288,7 +291,7 @@ class TrainSession {
     outer::Trainer::Hooks hooks;
     hooks.on_step = [this, live, last = std::chrono::steady_clock::now() - std::chrono::seconds(1)](
                         int round, int step, double loss) mutable {
-      inject_process_faults();
+      faults_.at_step(inner_loop_->step());
       if (log_) log_->write_step(inner_loop_->step(), loss, inner_loop_->last_lr(), inner_loop_->last_grad_norm());
       if (!live) return;
       const auto now = std::chrono::steady_clock::now();
@@ -318,35 +321,13 @@ class TrainSession {
     return hooks;
   }
 
-  // Test-only faults ([debug]), on the real process: a rank that dies, fails
-  // (an error only it meets, as a CUDA out-of-memory would be) or freezes.
-  void inject_process_faults() const {
-    const auto& debug = recipe_.debug;
-    const std::int64_t global_step = inner_loop_->step();
-    const int rank = mpi_.world_rank();
-    if (debug.exit_rank == rank && debug.exit_step == global_step) {
-      std::fprintf(stderr, "diloco: rank %d: [debug] exiting at inner step %lld\n", rank,
-                   static_cast<long long>(global_step));
-      std::_Exit(1);
-    }
-    if (debug.throw_rank == rank && debug.throw_step == global_step) {
-      std::fprintf(stderr, "diloco: rank %d: [debug] failing at inner step %lld\n", rank,
-                   static_cast<long long>(global_step));
-      throw std::runtime_error("[debug] injected failure at inner step " + std::to_string(global_step));
-    }
-    if (debug.freeze_rank == rank && debug.freeze_step == global_step) {
-      std::fprintf(stderr, "diloco: rank %d: [debug] freezing at inner step %lld\n", rank,
-                   static_cast<long long>(global_step));
-      std::raise(SIGSTOP);
-    }
-  }
-
   const Recipe& recipe_;
   const std::string resume_;
   comm::MpiSession& mpi_;
   const bool root_;
   const bool rendezvous_ = recipe_.topology.join == "rendezvous";
   std::unique_ptr<comm::MpiCommunicator> world_;
+  DebugFaults faults_{recipe_.debug, mpi_.world_rank(), recipe_.topology.join == "rendezvous" ? recipe_.rendezvous.site : -1};
   // Declared before everything that waits on other ranks, so it outlives them.
   comm::Watchdog watchdog_;
   std::optional<inner::Dataset> dataset_;

@@ -186,7 +186,9 @@ RunSummary Trainer::run(const Hooks& hooks) {
 }
 
 inner::InnerStats Trainer::run_steps(int round, int steps, int first_step, const Hooks& hooks) {
+  between_steps_.round = round;  // what an alarm answered between them recovers from
   return inner_.run(steps, [&](int step, double loss) {
+    if (first_step + step == H_ / 2) at_phase("inner", round);
     answer_alarm();
     if (hooks.on_step) hooks.on_step(round, first_step + step, loss);
   });
@@ -277,12 +279,18 @@ void Trainer::sync_round(const inner::InnerStats& stats, int round, bool last, b
     report(stats, sync, metrics);
   };
   if (!membership_) return once();
+  at_phase("exchange", round);
   for (auto& change : between_steps_.membership) metrics.membership.push_back(std::move(change));
   between_steps_.membership.clear();
   redo_on_loss(once, sync, metrics);
   if (minority_.empty() && !last) admit_newcomers(round, metrics);
   metrics.epoch = membership_->epoch();
   metrics.members = comms_.leaders->size();
+}
+
+// Test-only: a site leader may be made to fail at a phase of the round.
+void Trainer::at_phase(const char* phase, int round) const {
+  if (faults_.at_phase && comms_.topology.is_leader()) faults_.at_phase(phase, round);
 }
 
 // Test-only: this site's pseudo-gradient becomes NaN in the chosen round.

@@ -77,6 +77,10 @@ struct FaultConfig {
   int nan_round = 0;   // ...in this round
   int diverge_site = -1;  // this site's global params drift by one ulp after the outer step...
   int diverge_round = 0;  // ...of this round
+  // Sites launched apart: called on a site leader at each phase of a round
+  // ("inner": halfway through its steps; "exchange"; "admission"; "recovery":
+  // entering one), where a test may kill or stop the process.
+  std::function<void(const std::string& phase, int round)> at_phase;
 };
 
 struct EvalConfig {
@@ -260,6 +264,7 @@ class Trainer {
   // when `blocking`; finish() waits for it and applies the outer step.
   void launch(FragmentSync& f, const SiteUpdate& update, int round, std::int64_t seed_round, bool blocking);
   void send(FragmentSync& f, std::int64_t seed_round, bool blocking);
+  void at_phase(const char* phase, int round) const;
   void inject_faults(std::span<float> delta, int round) const;
   void sync_round(const inner::InnerStats& stats, int round, bool last, bool checkpoint_now, RoundSync& sync,
                   RoundMetrics& metrics);

@@ -195,6 +195,7 @@ void Trainer::redo_on_loss(const std::function<void()>& once, RoundSync& sync, R
 // starts over); kStop (and minority_ set) when this site is not among a
 // majority.
 Trainer::AfterLoss Trainer::recover_or_stop(std::string why, RoundMetrics& metrics) {
+  at_phase("recovery", metrics.round);
   for (;;) {
     try {
       auto change = membership_->recover(why);
@@ -239,6 +240,7 @@ void Trainer::answer_alarm() {
 // finds a survivor already past this admission ends it here.
 void Trainer::admit_newcomers(int round, RoundMetrics& metrics) {
   while (minority_.empty() && admitted_round_ != round) {
+    at_phase("admission", round);
     try {
       auto change = membership_->admit_waiting();
       const bool joined = !change.joined.empty();

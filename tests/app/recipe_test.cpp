@@ -330,3 +330,23 @@ TEST(RecipeTest, CodecAndOptimizerKeysApplyWhereTheyAreRead) {
   EXPECT_NE(e.find("inner.muon_momentum applies only to inner.optimizer = \"muon\""), std::string::npos) << e;
   EXPECT_NE(error_of("", {"inner.optimizer=sgd"}).find("inner.optimizer"), std::string::npos);
 }
+
+TEST(RecipeTest, FaultKeysNeedSitesLaunchedApartAndAKnownPhase) {
+  const std::string rdv = "[topology]\njoin = \"rendezvous\"\nsites = 3\n[rendezvous]\nsite = 1\n";
+  Recipe r = parse_recipe(rdv, "t.toml",
+                          {"debug.fault_site=1", "debug.fault_signal=stop", "debug.fault_phase=join-ready",
+                           "debug.fault_round=6"});
+  EXPECT_EQ(r.debug.fault_site, 1);
+  EXPECT_EQ(r.debug.fault_signal, "stop");
+  EXPECT_EQ(r.debug.fault_phase, "join-ready");
+  EXPECT_EQ(r.debug.fault_round, 6);
+  auto e = error_of(rdv, {"debug.fault_site=1"});
+  EXPECT_NE(e.find("debug.fault_site needs topology.join = \"rendezvous\" and debug.fault_phase"), std::string::npos)
+      << e;
+  e = error_of("", {"debug.fault_site=0", "debug.fault_phase=inner"});
+  EXPECT_NE(e.find("debug.fault_site needs"), std::string::npos) << e;
+  e = error_of(rdv, {"debug.fault_phase=join-nowhere"});
+  EXPECT_NE(e.find("debug.fault_phase must be one of"), std::string::npos) << e;
+  e = error_of(rdv, {"debug.fault_signal=term"});
+  EXPECT_NE(e.find("debug.fault_signal must be one of \"kill\", \"stop\", \"exit\""), std::string::npos) << e;
+}
