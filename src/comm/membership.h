@@ -139,6 +139,14 @@ class Membership {
   void set_admitted(std::int64_t round) { progress_ = 2 * round + 1; }
   std::int64_t completed_round() const { return progress_ / 2; }
 
+  // The longest any member may go without answering an alarm (its longest
+  // inner step, evaluation or checkpoint save, as the members report them to
+  // each other): a recovery's alarms are listened to for twice that, at
+  // least ping_s and at most max(ping_s, deadline_s), so a member busy in a
+  // long step is not counted as lost. Every member should set the same.
+  void set_busy_s(double seconds) { busy_s_ = seconds; }
+  double alarm_window_s() const;
+
   // Whether another member has started a recovery (an alarm is waiting):
   // polled between inner steps, so a member ahead of the others by a round
   // answers within one step and is not counted as lost. Cheap (one probe).
@@ -211,6 +219,8 @@ class Membership {
   bool sealed(const std::string& label, const std::string& what, const std::string& mac) const;
 
   JoinConfig config_;
+  double busy_s_ = 0.0;  // set_busy_s()
+  std::chrono::steady_clock::time_point polled_at_ = std::chrono::steady_clock::now();  // alarmed()'s last call
   std::unique_ptr<MpiCommunicator> owned_;
   MpiCommunicator* leaders_ = nullptr;
   std::vector<SiteHello> members_;

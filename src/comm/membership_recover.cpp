@@ -12,9 +12,18 @@ namespace diloco::comm {
 
 using namespace wire;
 
+// One probe may not see an alarm that arrived while this member was busy
+// (Open MPI's TCP transport reads a socket only on a later pass of its
+// progress engine), so after a long step it probes for up to 2 ms: one
+// step's delay, not two, in answering. Quick steps probe once each.
 bool Membership::alarmed() {
+  const auto now = Clock::now();
+  const bool after_long_step = std::chrono::duration<double>(now - polled_at_).count() > 0.1;
   int flag = 0;
-  DILOCO_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, kAlarmTag, leaders_->handle(), &flag, MPI_STATUS_IGNORE));
+  do {
+    DILOCO_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, kAlarmTag, leaders_->handle(), &flag, MPI_STATUS_IGNORE));
+  } while (!flag && after_long_step && since(now) < 0.002);
+  polled_at_ = Clock::now();
   return flag != 0;
 }
 
@@ -83,9 +92,19 @@ bool Membership::words_sealed(std::span<const std::int64_t> words, const std::st
   return config_.auth->verify(context, std::as_bytes(words.first(body)), std::as_bytes(words.subspan(body)));
 }
 
+// The alarm's listening window: a member answers between two inner steps
+// (or after an evaluation or a checkpoint save), so the window covers twice
+// the longest of those any member reported. It stays within the deadline,
+// which bounds how long a recovery may take as a relaunched founder counts
+// it (Membership::enter): a member whose step is longer than half the
+// deadline can still be counted as lost.
+double Membership::alarm_window_s() const {
+  return std::min(std::max(config_.ping_s, 2.0 * busy_s_), std::max(config_.ping_s, config_.deadline_s));
+}
+
 // 1. Alarms: every member in the recovery tells every other and listens
-//    for ping_s; who answers is alive (a member between inner steps answers
-//    within one step, since it polls alarmed()).
+//    for alarm_window_s(); who answers is alive (a member between inner
+//    steps answers within one step, since it polls alarmed()).
 // 2. Agreement, in at most kAgreeAttempts timed attempts: each sends its
 //    view (who it heard) and its progress (the newest round it completed,
 //    and whether it finished that round's admission) to everyone that
@@ -131,7 +150,7 @@ MembershipChange Membership::recover(const std::string& why) {
   }
   std::vector<std::vector<std::int64_t>> heard(N, std::vector<std::int64_t>(static_cast<std::size_t>(alarm_words)));
   std::vector<unsigned char> view;
-  listen(old, kAlarmTag, others, heard, view, config_.ping_s);
+  listen(old, kAlarmTag, others, heard, view, alarm_window_s());
   for (std::size_t p = 0; p < N; ++p)
     if (view[p] && !words_sealed(heard[p], context("alarm", 0, p))) view[p] = 0;
   const std::vector<unsigned char> answered_alarm = view;  // whom every attempt listens to

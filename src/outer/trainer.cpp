@@ -286,6 +286,7 @@ void Trainer::sync_round(const inner::InnerStats& stats, int round, bool last, b
   if (minority_.empty() && !last) admit_newcomers(round, metrics);
   metrics.epoch = membership_->epoch();
   metrics.members = comms_.leaders->size();
+  heard_at_ = std::chrono::steady_clock::now();  // it listened throughout; deaf again from here
 }
 
 // Test-only: a site leader may be made to fail at a phase of the round.

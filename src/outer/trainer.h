@@ -254,6 +254,7 @@ class Trainer {
     double critical_bytes = 0.0;
     double round = 0.0;        // the round this report is of: every leader's must match
     double params_hash = -1.0; // CRC-32C of the global params in checked rounds, -1 otherwise
+    double busy_s = 0.0;       // the longest this leader went without answering an alarm so far
   };
 
   inner::InnerStats run_steps(int round, int steps, int first_step, const Hooks& hooks);
@@ -332,6 +333,11 @@ class Trainer {
   int H_;  // this site's inner steps in the coming round
   int planned_epoch_ = -1;  // sites launched apart: the membership epoch the schedule's per-site history is of
   double last_report_s_ = 0.0;
+  // Sites launched apart: when this leader last could answer an alarm, and
+  // the longest it went without (an inner step, an evaluation, a checkpoint
+  // save), which the members share so a recovery waits for it.
+  std::chrono::steady_clock::time_point heard_at_ = std::chrono::steady_clock::now();
+  double busy_s_ = 0.0;
   double wait_this_round_ = 0.0;
   bool rendezvous_ = false;
   comm::Membership* membership_ = nullptr;  // site leaders of a rendezvous run

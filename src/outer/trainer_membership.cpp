@@ -2,6 +2,8 @@
 // round survives a lost site, and how newcomers catch up. The membership
 // (comm::Membership) decides who is in; this file keeps the training state
 // consistent with it.
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 
@@ -144,6 +146,7 @@ void Trainer::start_from_group() {
     position[1] = inner_.step();
     position[2] = H_;
     membership_->set_admitted(position[0]);  // nobody is admitted before the first round ends
+    heard_at_ = std::chrono::steady_clock::now();  // deaf from here to its first step (the first evaluation)
   }
   comm::broadcast_values(*comms_.site, std::span<std::int64_t>(position, 3), 0);
   start_round_ = static_cast<int>(position[0]);
@@ -229,10 +232,16 @@ bool Trainer::settle(const comm::MembershipChange& change) {
 // Between inner steps a leader answers another's alarm at once, so being
 // a round ahead never counts as being lost. It has completed every round
 // the group may agree on, so it is never behind.
+// The time since it last could answer counts towards its longest.
 void Trainer::answer_alarm() {
-  if (!membership_ || !minority_.empty() || !membership_->alarmed()) return;
+  if (!membership_ || !minority_.empty()) return;
+  const auto now = std::chrono::steady_clock::now();
+  busy_s_ = std::max(busy_s_, std::chrono::duration<double>(now - heard_at_).count());
+  heard_at_ = now;
+  if (!membership_->alarmed()) return;
   if (recover_or_stop("an alarm between inner steps", between_steps_) == AfterLoss::kAdopted)
     throw comm::CommError("a site between its inner steps was behind the group's round (a protocol error)", -1);
+  heard_at_ = std::chrono::steady_clock::now();
 }
 
 // Admits the sites that knocked during the round; each receives the state

@@ -54,7 +54,8 @@ void Trainer::report(const inner::InnerStats& stats, const RoundSync& sync, Roun
                   static_cast<double>(exchanged.transfer_messages),
                   static_cast<double>(exchanged.critical_bytes),
                   static_cast<double>(metrics.round),
-                  checked_round(metrics.round) ? params_hash() : -1.0};
+                  checked_round(metrics.round) ? params_hash() : -1.0,
+                  busy_s_};
   const auto before_report = leaders.traffic().bytes_sent;
   const auto report_start = std::chrono::steady_clock::now();
   std::vector<std::byte> sealed(sizeof(SiteReport));
@@ -89,6 +90,11 @@ void Trainer::report(const inner::InnerStats& stats, const RoundSync& sync, Roun
     std::memcpy(&all[i], reports[i].data(), sizeof(SiteReport));
   }
   check_reports(all, mine);
+  if (membership_) {  // a recovery's alarm waits for the busiest member
+    double busiest = 0.0;
+    for (const auto& r : all) busiest = std::max(busiest, r.busy_s);
+    membership_->set_busy_s(busiest);
+  }
   for (const auto& r : all) {
     loss_weighted += r.mean_loss * r.tokens;
     tokens += r.tokens;

@@ -16,9 +16,15 @@
 // the round's sum), "admission" (as the others admit a newcomer after the
 // round), "recovery" (as it enters the first recovery from ROUND on), or,
 // as a newcomer, "join-STEP" at a step of joining (JoinConfig::at_join_step:
-// hello, queued, port, ready, connected, merged; ROUND is ignored).
+// hello, queued, port, ready, connected, merged; ROUND is ignored);
+// MEMBERSHIP_STEP_S, the length of this site's "inner steps" (alarms are
+// answered between them; 0.02 s unless set); MEMBERSHIP_RECOVER_AT=ROUND,
+// this site starts a recovery as ROUND's compute begins, as one that noticed
+// a loss would. The sites share their longest step in each round's sum
+// (Membership::set_busy_s).
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -26,6 +32,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 #include <unistd.h>
 
 #include "comm/membership.h"
@@ -69,6 +76,10 @@ int main(int argc, char** argv) {
     if (fault_signal == "exit") _exit(2);  // gives up, as its own join timeout would
     raise(fault_signal == "stop" ? SIGSTOP : SIGKILL);
   };
+  const char* step_env = std::getenv("MEMBERSHIP_STEP_S");
+  const auto step = std::chrono::duration<double>(step_env ? std::atof(step_env) : 0.02);
+  const char* recover_env = std::getenv("MEMBERSHIP_RECOVER_AT");
+  const double recover_at = recover_env ? std::atof(recover_env) : -1;
   const char* spy = std::getenv("MEMBERSHIP_PORT_SPY");
   config.at_join_step = [&, spy = std::string(spy ? spy : "")](const char* step, const std::string& port) {
     fault_at(std::string("join-") + step, fault_round);
@@ -124,6 +135,7 @@ int main(int argc, char** argv) {
       // The "inner steps": alarms are answered between them.
       bool adopted = false;
       bool halfway = false;
+      if (round == recover_at) adopted = settle(recover("a test's alarm", round));
       for (const auto t0 = std::chrono::steady_clock::now();;) {
         const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (spent >= round_s) break;
@@ -131,17 +143,21 @@ int main(int argc, char** argv) {
           halfway = true;
           fault_at("inner", round);
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        std::this_thread::sleep_for(step);
         if (members.alarmed()) adopted = settle(recover("an alarm between steps", round)) || adopted;
       }
       if (adopted) continue;
-      double values[2];
+      std::vector<double> values;
       for (;;) {
+        // Round, the sites' indexes + 1, and each rank's longest step.
+        values.assign(2 + static_cast<std::size_t>(leaders.size()), 0.0);
         values[0] = round;
         values[1] = config.hello.index + 1;
+        values[2 + static_cast<std::size_t>(leaders.rank())] = step.count();
         fault_at("exchange", round);
         try {
-          leaders.all_reduce_sum(std::span<double>(values, 2));
+          leaders.all_reduce_sum(std::span<double>(values));
+          members.set_busy_s(*std::max_element(values.begin() + 2, values.end()));
           break;
         } catch (const PeerLost& e) {
           if ((adopted = settle(recover(e.what(), round)))) break;

@@ -7,24 +7,26 @@
 # (exit 4); a site with another model is refused (exit 2); the door's keeper
 # (site 0) frozen, woken as a minority and launched again rejoins through the
 # next keeper's door; a newcomer killed while queued at the door stalls
-# nobody, and the next one is admitted.
+# nobody, and the next one is admitted; a member whose steps outlast ping_s
+# is not counted as lost by a recovery that starts during one.
 #   run_membership.sh MPIRUN SITE_PROGRAM
 set -uo pipefail
 MPIRUN=$1
 SITE=$2
-SITES_PATTERN="^$SITE (keeper|kill|model|pair|queue|stop) "  # this test's sites only
+SITES_PATTERN="^$SITE (busy|keeper|kill|model|pair|queue|stop) "  # this test's sites only
 source "$(dirname "$0")/rendezvous_lib.sh"
 
 fail() { echo "FAIL: $*"; for f in "$work"/*.log; do echo "== $f"; grep -v '^ \|^--\|^$' "$f" | head -40; done; exit 1; }
 
 # site RUN INDEX EXPECTED ROUNDS [SIGNATURE]: one site in the background,
-# deadline 3 s, rounds of $ROUND_S (0.3 s); its log is
+# deadline $DEADLINE_S (3 s), rounds of $ROUND_S (0.3 s); its log is
 # $work/RUN-INDEX[-again[-again]].log.
 ROUND_S=0.3
+DEADLINE_S=3
 site() {
   local log=$work/$1-$2.log
   while [[ -e $log ]]; do log=${log%.log}-again.log; done
-  ( timeout 120 "$MPIRUN" --ompi-server "file:$work/uri" -np 1 "$SITE" "$1" "$2" "$3" "$4" $ROUND_S 3 ${5:-} >"$log" 2>&1
+  ( timeout 120 "$MPIRUN" --ompi-server "file:$work/uri" -np 1 "$SITE" "$1" "$2" "$3" "$4" $ROUND_S $DEADLINE_S ${5:-} >"$log" 2>&1
     echo "exit $?" >>"$log" ) &
   sites+=($!)
 }
@@ -112,4 +114,17 @@ wait_sites
 for log in queue-0 queue-1 queue-2-again-again; do grep -q "exit 0" "$work/$log.log" || fail "$log did not finish"; done
 grep -q "round 14 epoch .* sites 3 sum 6" "$work/queue-0.log" || fail "the run did not end with three sites (queue)"
 echo "a newcomer killed while queued: nobody stalled; the next one was admitted"
+
+# 7. Site 2's steps last 3 s (ping_s is 2 s); site 0 starts a recovery as
+# round 3 begins, when site 2 is 3 s from its next chance to answer: the
+# alarm waits for the longest step the members reported, so nobody is lost.
+ROUND_S=6 DEADLINE_S=8
+MEMBERSHIP_RECOVER_AT=3 site busy 0 3 5; site busy 1 3 5; MEMBERSHIP_STEP_S=3 site busy 2 3 5
+wait_sites
+for i in 0 1 2; do
+  grep -q "exit 0" "$work/busy-$i.log" || fail "site $i did not finish (busy)"
+  grep -q "round 5 epoch .* sites 3 sum 6" "$work/busy-$i.log" || fail "site $i did not end with three sites (busy)"
+done
+grep -q "site 0 lost epoch" "$work/busy-0.log" || fail "site 0 started no recovery (busy)"
+echo "a member in a 3 s step (ping_s 2 s) answered the recovery's alarm and stayed in"
 echo PASS
