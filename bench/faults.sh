@@ -85,12 +85,12 @@ rejoin_and_end() {
 # cell N SIGNAL VICTIM PHASE: prints "outcome|recovery s|knock->admitted rounds"; 0 when it holds.
 cell() {
   local n=$1 sig=$2 v=$3 phase=$4 run="c$RANDOM$RANDOM" dir round_s=0.5 rounds=$ROUNDS capacity=$1
-  # A stopped site is woken, must find itself expelled, and is then launched
-  # again: the survivors need rounds left for all of it.
-  [[ $sig == stop ]] && rounds=$((ROUNDS + 12))
   # Admission cells: rounds long enough that a newcomer launched as round 6
   # begins is queued at the door before that round's boundary.
   [[ $phase == admission ]] && round_s=2 capacity=$((n + 1))
+  # A stopped site is woken, must find itself expelled, and is then launched
+  # again: the survivors need rounds left for all of it.
+  [[ $sig == stop ]] && rounds=$((ROUNDS + $(stop_rounds "$round_s")))
   dir=$work/$run
   mkdir -p "$dir"
   local -a pids=() stays=()

@@ -12,7 +12,12 @@
 # Both read the cell's dir, run, n (sites), rounds and round_s, and
 # `capacity` (sites the run may hold: n, or n + 1 with a newcomer).
 # Each function takes a site by NAME (its log is DIR/NAME.log).
+# stop_rounds ROUND_S: the rounds a stopped site's cell adds, so the
+# survivors are still training when the woken site has stopped and is
+# launched again (a trainer takes seconds from its launch to its knock; the
+# harness none).
 if [[ $(basename "$SITE") == diloco ]]; then
+  stop_rounds() { awk -v s="$1" 'BEGIN { printf "%d", 12 + 12 / s }'; }
   SITES_PATTERN="^$SITE train .*rendezvous.run_id=c[0-9]"
   # Inner steps per round for rounds of about round_s seconds (3 sites on 2
   # cores, about 17 ms a step); long rounds (admission cells) half as long
@@ -69,6 +74,7 @@ if last.get("round") != int(sys.argv[2]) or last.get("members") != int(sys.argv[
     printf '[rendezvous]\nping_s = 2\njoin_timeout_s = 12\n[checkpoint]\nevery = 2\n[metrics]\neval_every = 1000\n'
   } >"$work/recipe.toml"
 else
+  stop_rounds() { echo 12; }
   SITES_PATTERN="^$SITE c[0-9]"
   start() {
     local log=$dir/$1.log

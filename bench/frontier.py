@@ -33,17 +33,15 @@ def ctk(share, bits):
 def settings(quick):
     full = [
         ("diloco H=10", 10, DENSE),
-        ("diloco H=40", 40, DENSE),
         ("diloco H=10 muon", 10, DENSE + MUON),
         ("diloco H=10 int4", 10, DENSE + ["--set", "compression.codec=int4"]),
         ("diloco H=10 ctk 1/64 2b", 10, ctk(1 / 64, 2)),
         ("diloco H=10 ctk 1/64 4b", 10, ctk(1 / 64, 4)),
-        ("diloco H=20 ctk 1/32 2b", 20, ctk(1 / 32, 2)),
-        ("diloco H=40 ctk 1/16 2b", 40, ctk(1 / 16, 2)),
-        ("diloco H=10 ctk 1/64 2b muon", 10, ctk(1 / 64, 2) + MUON),
+        ("diloco H=10 ctk 1/64 8b", 10, ctk(1 / 64, 8)),
+        ("diloco H=20 ctk 1/32 8b", 20, ctk(1 / 32, 8)),
     ]
     if quick:
-        return [s for s in full if s[0] == "diloco H=10 ctk 1/64 2b"]
+        return [s for s in full if s[0] == "diloco H=10 ctk 1/64 4b"]
     return full
 
 
@@ -102,7 +100,12 @@ def main():
     p.add_argument("--steps", type=int, default=0)
     p.add_argument("--plot-dir", default="")
     a = p.parse_args()
-    steps = a.steps or (120 if a.quick else 400)
+    # 1200 steps: the quickstart model's loss is still falling fast at 400,
+    # where every sparse setting ends 4% or more above data parallelism
+    # (chunk-topk 1/64 at 8 bits, H 10: +4.2%, 964x fewer bytes); by 1200 the
+    # gap has closed to 2% (measured without links, which change neither
+    # loss nor bytes).
+    steps = a.steps or (120 if a.quick else 1200)
     for sites in [int(s) for s in a.sites.split(",")]:
         links = ["--set", f"links.latency_ms=[{','.join(['50.0'] * sites)}]",
                  "--set", f"links.bandwidth_mbps=[{','.join(['100.0'] * sites)}]"]
