@@ -30,7 +30,9 @@
 # Without cells: 3 and 4 sites x kill, stop x every site x every phase, then
 # 3 sites x kill, exit x every step of joining (VICTIM "new"), and 3 sites
 # of the real trainer x a cut link to each (SIGNAL "cut", PHASE "link").
-# --report: exit 0 even when a cell fails (the table says which).
+# --report: exit 0 even when a cell fails (the table says which). When a
+# cell fails, the scratch folder with every cell's logs is kept (its path
+# goes to stderr); KEEP_WORK=1 keeps it always.
 set -uo pipefail
 report=0
 [[ ${1:-} == --report ]] && { report=1; shift; }
@@ -244,7 +246,8 @@ for c in "${cells[@]}"; do
   else out=$(cell "$n" "$sig" "$v" "$phase"); fi
   rc=$?
   IFS='|' read -r outcome rec rounds <<<"$out"
-  ((rc == 0)) || { outcome="**FAILED**: $outcome"; failed=1; }
+  # A failing cell's logs are kept: the cleanup leaves the scratch folder and names it.
+  ((rc == 0)) || { outcome="**FAILED**: $outcome"; failed=1; KEEP_WORK=1; }
   echo "| $n | $sig | $v | $phase | $outcome | $rec | $rounds |"
   pkill -9 -f "$SITES_PATTERN" 2>/dev/null
 done

@@ -31,8 +31,9 @@ def env():
     return e
 
 
-def run(cmd, log=None, extra_env=None):
-    """Runs cmd (a list) from the repository root; returns stdout, exits on failure."""
+def run(cmd, log=None, extra_env=None, show_stderr=False):
+    """Runs cmd (a list) from the repository root; returns stdout, exits on
+    failure; show_stderr: its stderr goes on to ours even when it succeeds."""
     shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in (extra_env or {}).items())
     shown = (shown + " " if shown else "") + " ".join(shlex.quote(c) for c in cmd)
     print(f"bench: {shown}", file=sys.stderr, flush=True)
@@ -40,6 +41,8 @@ def run(cmd, log=None, extra_env=None):
     if log:
         with open(log, "w") as f:
             f.write(p.stdout + p.stderr)
+    if show_stderr:
+        sys.stderr.write(p.stderr)
     if p.returncode != 0:
         sys.stderr.write(p.stdout[-3000:] + p.stderr[-3000:])
         sys.exit(f"bench: command failed ({p.returncode}): {shown}")
@@ -711,7 +714,7 @@ def faults(q):
 A quick run leaves the matrix (about an hour) to the full run; the `e2e_fault_cells` test runs two of its cells.
 """
     cmd = ["bench/faults.sh", "--report", "mpirun", "build/diloco"]
-    out = run(cmd)
+    out = run(cmd, show_stderr=True)  # where a failing cell's logs were kept
     rows = [l for l in out.splitlines() if l.startswith("| 3 ") or l.startswith("| 4 ")]
     failed = [r for r in rows if "FAILED" in r]
     return f"""## 14. The membership's fault matrix (`bench/faults.sh`)
