@@ -327,7 +327,7 @@ class TrainSession {
   const bool root_;
   const bool rendezvous_ = recipe_.topology.join == "rendezvous";
   std::unique_ptr<comm::MpiCommunicator> world_;
-  DebugFaults faults_{recipe_.debug, mpi_.world_rank(), recipe_.topology.join == "rendezvous" ? recipe_.rendezvous.site : -1};
+  DebugFaults faults_{recipe_.debug, mpi_.world_rank(), rendezvous_ ? recipe_.rendezvous.site : -1};
   // Declared before everything that waits on other ranks, so it outlives them.
   comm::Watchdog watchdog_;
   std::optional<inner::Dataset> dataset_;

@@ -17,8 +17,8 @@ using namespace wire;
 // progress engine), so after a long step it probes for up to 2 ms: one
 // step's delay, not two, in answering. Quick steps probe once each.
 bool Membership::alarmed() {
+  const bool after_long_step = since(polled_at_) > 0.1;
   const auto now = Clock::now();
-  const bool after_long_step = std::chrono::duration<double>(now - polled_at_).count() > 0.1;
   int flag = 0;
   do {
     DILOCO_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, kAlarmTag, leaders_->handle(), &flag, MPI_STATUS_IGNORE));

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "outer/clock.h"
 #include "outer/trainer.h"
 
 namespace diloco::outer {
@@ -235,9 +236,8 @@ bool Trainer::settle(const comm::MembershipChange& change) {
 // The time since it last could answer counts towards its longest.
 void Trainer::answer_alarm() {
   if (!membership_ || !minority_.empty()) return;
-  const auto now = std::chrono::steady_clock::now();
-  busy_s_ = std::max(busy_s_, std::chrono::duration<double>(now - heard_at_).count());
-  heard_at_ = now;
+  busy_s_ = std::max(busy_s_, seconds_since(heard_at_));
+  heard_at_ = std::chrono::steady_clock::now();
   if (!membership_->alarmed()) return;
   if (recover_or_stop("an alarm between inner steps", between_steps_) == AfterLoss::kAdopted)
     throw comm::CommError("a site between its inner steps was behind the group's round (a protocol error)", -1);
