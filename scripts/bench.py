@@ -707,6 +707,43 @@ Command: `{' '.join(cmd)}`
 """
 
 
+def fault_bounds(rows):
+    """The bound each cell's recovery is held to: the deadline D (to notice),
+    the alarm window (at most max(P, D)), at most three agreement attempts of
+    P, and one round (the redone one); admission cells run to the first round
+    with the newcomer, one round more. A round's inner steps take longer with
+    more sites on the same cores: its length scales with the sites (3 sites
+    the base). Returns a markdown table by kind."""
+    P = 2.0
+    kinds = {}
+    for r in rows:
+        c = [x.strip() for x in r.strip().strip("|").split("|")]
+        n, sig, phase = int(c[0]), c[1], c[3]
+        try:
+            seconds = float(c[5])
+        except ValueError:
+            continue  # no majority left (a second loss): nobody goes on
+        if sig == "cut":
+            kind, D, round_s, rounds = "cut link", 5.0, 1.0, 1
+        elif phase == "admission":
+            kind, D, round_s, rounds = "admission", 3.0, 3.0, 2
+        elif phase.startswith("join-"):
+            kind, D, round_s, rounds = "newcomer lost", 3.0, 3.0, 1
+        else:
+            kind, D, round_s, rounds = "inner, exchange", 3.0, 0.5, 1
+        bound = D + max(P, D) + 3 * P + rounds * round_s * n / 3
+        key = f"{kind}, {n} sites"
+        cells, worst, slack = kinds.get(key, (0, 0.0, None))
+        kinds[key] = (cells + 1, max(worst, seconds), (seconds, bound) if slack is None or
+                      bound - seconds < slack[1] - slack[0] else slack)
+    lines = ["| cells | count | largest recovery (s) | tightest: recovery / bound (s) | held |",
+             "|---|---:|---:|---:|---|"]
+    for key, (cells, worst, (seconds, bound)) in kinds.items():
+        lines.append(f"| {key} | {cells} | {worst:.1f} | {seconds:.1f} / {bound:.1f} | "
+                     f"{'yes' if seconds <= bound else '**no**'} |")
+    return "\n".join(lines)
+
+
 def faults(q):
     if q:  # about an hour: left to the full run (and two cells to the e2e_fault_cells test)
         return """## 14. The membership's fault matrix (`bench/faults.sh`)
@@ -767,6 +804,16 @@ Command: `{' '.join(cmd)}`
 {out.strip()}
 
 {len(rows) - len(failed)} of {len(rows)} cells hold{'.' if not failed else ': **' + str(len(failed)) + ' fail** (rows marked FAILED).'}
+
+The bound each recovery is held to: the deadline D (3 s; 5 s in cut cells)
+to notice, the alarm window (at most max(P, D)), at most three agreement
+attempts of P (2 s) and the redone round (0.5 s; 3 s in admission and
+newcomer cells, 1 s in cut cells; with 4 sites on the 2 cores, 4/3 of
+that); admission cells run to the first round with the newcomer, a round
+more (the keeper lost, the newcomer waits out its door's silence, max(D,
+3 s), and knocks at the next keeper's door):
+
+{fault_bounds(rows)}
 """
 
 
