@@ -8,7 +8,9 @@
 #    lost site launched again with --resume auto, the fault raised by the
 #    recipe's [debug] fault_* keys; the sites' metrics.jsonl tell the rounds,
 #    members and the final eval loss (the trainer itself compares a hash of
-#    the global params every round and stops on a mismatch, exit 3).
+#    the global params every round and stops on a mismatch, exit 3);
+#    SYNC_OVERLAP=delayed overlaps each round's exchange with the next
+#    round's inner steps (sync.overlap).
 # Both read the cell's dir, run, n (sites), rounds and round_s, and
 # `capacity` (sites the run may hold: n, or n + 1 with a newcomer).
 # Each function takes a site by NAME (its log is DIR/NAME.log).
@@ -36,7 +38,7 @@ if [[ $(basename "$SITE") == diloco ]]; then
     ( timeout 240 "$MPIRUN" --ompi-server "file:$work/uri" -np 1 --bind-to none "$SITE" train "$work/recipe.toml" \
         --set rendezvous.site="$2" --set run.out_dir="$out" --set rendezvous.run_id="$run" \
         --set topology.sites="${capacity:-$n}" --set outer.rounds="$rounds" --set sync.H="$(steps_for "$round_s")" \
-        --resume auto "${fault[@]}" >"$log" 2>&1
+        ${SYNC_OVERLAP:+--set sync.overlap="$SYNC_OVERLAP"} --resume auto "${fault[@]}" >"$log" 2>&1
       echo "exit $?" >>"$log" ) &
     pids+=($!)
     [[ -z ${3:-} ]] && stays+=($!)

@@ -119,14 +119,18 @@ std::unique_ptr<comm::Membership> join_sites(const Recipe& recipe, comm::SiteCom
   config.deadline_s = recipe.timeouts.timeout_s;
   config.ping_s = recipe.rendezvous.ping_s;
   config.auth = auth;
+  config.exchange_channel = recipe.sync.overlap != outer::OverlapMode::kNone;
   if (at_join_step) config.at_join_step = [at_join_step](const char* step, const std::string&) { at_join_step(step); };
   auto membership = std::make_unique<comm::Membership>(config);
   comms.leaders = membership->release_leaders();
+  comms.exchange_channel = membership->release_exchange_channel();
   if (links) {
     const comm::Membership* m = membership.get();  // lives as long as the run's communicators
-    comms.leaders = std::make_unique<comm::EmulatedCommunicator>(
-        std::move(comms.leaders), std::move(links),
-        [m](int rank) { return m->members().at(static_cast<std::size_t>(rank)).index; });
+    const auto site_of = [m](int rank) { return m->members().at(static_cast<std::size_t>(rank)).index; };
+    comms.leaders = std::make_unique<comm::EmulatedCommunicator>(std::move(comms.leaders), links, site_of);
+    if (comms.exchange_channel)
+      comms.exchange_channel =
+          std::make_unique<comm::EmulatedCommunicator>(std::move(comms.exchange_channel), links, site_of);
   }
   return membership;
 }

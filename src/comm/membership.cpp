@@ -115,6 +115,8 @@ void Membership::found(int generation) {
   door_generation_ = generation;
   open_door();
   joined_through_ = "founded run \"" + config_.run_id + "\" at door " + std::to_string(generation);
+  leaders_->set_deadline(config_.deadline_s, kAlarmTag);
+  follow_leaders(false);
 }
 
 // Names in the rendezvous are "diloco-RUN-WHAT"; with a key they end in a
@@ -382,6 +384,7 @@ std::string Membership::admit_one(Knock* knock) {
   ++epoch_;
   share_roster();
   newcomers_.push_back(leaders_->size() - 1);
+  follow_leaders(true);
   return members_.back().name;
 }
 

@@ -85,6 +85,10 @@ struct JoinConfig {
   // "connected", "merged"), with the port once it has one: a test plays a
   // relay that learned the port, or a newcomer that dies at that step.
   std::function<void(const char* step, const std::string& port)> at_join_step = nullptr;
+  // Also keep a second communicator over the members, for a comm thread
+  // (an exchange overlapped with inner steps): made again, timed, at every
+  // change of membership, in step with the leaders' communicator.
+  bool exchange_channel = false;
 };
 
 // One change of membership, for the metrics.
@@ -122,6 +126,15 @@ class Membership {
   // Hands the leaders' communicator to an owner that outlives this object's
   // use of it (the site's communicators); leaders() stays valid meanwhile.
   std::unique_ptr<MpiCommunicator> release_leaders() { return std::move(owned_); }
+  // The comm thread's communicator (JoinConfig::exchange_channel; else
+  // nullptr), the same object across epochs, handed over likewise. Before
+  // a change of membership its user stops using it: abandon_exchange()
+  // ends its waits (PeerLost) from any thread.
+  MpiCommunicator* exchange_channel() { return side_; }
+  std::unique_ptr<MpiCommunicator> release_exchange_channel() { return std::move(side_owned_); }
+  void abandon_exchange() {
+    if (side_) side_->abandon_waits();
+  }
   int epoch() const { return epoch_; }
   // Every member, indexed by its rank in leaders().
   const std::vector<SiteHello>& members() const { return members_; }
@@ -152,6 +165,10 @@ class Membership {
   // answers within one step and is not counted as lost. Cheap (one probe).
   bool alarmed();
 
+  // The door's keeper (rank 0): how many newcomers are queued at the door
+  // now; 0 on the other members.
+  int knocks_waiting();
+
   // Collective over the members, at a round boundary: admits the sites that
   // knocked meanwhile. Returns the change (joined empty when none).
   MembershipChange admit_waiting();
@@ -175,6 +192,9 @@ class Membership {
   };
 
   void enter();
+  // The exchange channel follows the leaders' communicator (after each
+  // change; `admission`: the old one is freed, as the leaders' is).
+  void follow_leaders(bool admission);
   void found(int generation);
   // The newcomer's side: the doors published for the run, newest first.
   std::vector<Door> published_doors() const;
@@ -223,6 +243,8 @@ class Membership {
   std::chrono::steady_clock::time_point polled_at_ = std::chrono::steady_clock::now();  // alarmed()'s last call
   std::unique_ptr<MpiCommunicator> owned_;
   MpiCommunicator* leaders_ = nullptr;
+  std::unique_ptr<MpiCommunicator> side_owned_;  // the exchange channel, until released
+  MpiCommunicator* side_ = nullptr;
   std::vector<SiteHello> members_;
   std::vector<int> newcomers_;
   int epoch_ = 0;

@@ -6,7 +6,8 @@
 // So, after accept and before the merge, the keeper sends a fresh nonce over
 // the new connection and only a party that answers it (keyed: with the key,
 // bound to the handshake's session and the port) is merged; anyone else is
-// dropped and the group goes on.
+// dropped and the group goes on. Also the exchange channel, the comm
+// thread's communicator, remade with every change of membership.
 #include <unistd.h>
 
 #include <cstdio>
@@ -99,5 +100,22 @@ OverrunGuard::~OverrunGuard() {
 }
 
 }  // namespace wire
+
+// Made again right after every change (founding, each admission's roster,
+// a recovery's new communicator), at the same point on every member, so the
+// duplicates match; timed like any wait between sites. Its user has stopped
+// using it before the change (abandon_exchange()). After an admission the
+// old one is freed: it is not left among the connected communicators that
+// MPI_Finalize disconnects one by one, a handshake with peers that may have
+// ended already (seen: a survivor's MPI_Finalize stuck on a broken pipe).
+void Membership::follow_leaders(bool admission) {
+  if (!config_.exchange_channel) return;
+  if (side_) {
+    side_->follow(*leaders_, admission);
+    return;
+  }
+  side_owned_ = MpiCommunicator::timed_duplicate(*leaders_);
+  side_ = side_owned_.get();
+}
 
 }  // namespace diloco::comm

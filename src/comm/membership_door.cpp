@@ -4,6 +4,7 @@
 // membership ends.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <future>
 #include <list>
@@ -130,6 +131,12 @@ std::string Membership::check_knock(Knock& knock) {
     return "its key does not match the group's (security.key_file)";
   knock.session = hello.nonce + nonce;
   return "";
+}
+
+int Membership::knocks_waiting() {
+  std::lock_guard<std::mutex> lock(knocks_mutex_);
+  return static_cast<int>(
+      std::count_if(knocks_.begin(), knocks_.end(), [](const Knock& k) { return !k.socket.peer_gone(); }));
 }
 
 // The queued knocks whose newcomer is still there.

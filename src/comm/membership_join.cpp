@@ -109,6 +109,7 @@ bool Membership::knock(const Door& door) {
       leaders_ = owned_.get();
       leaders_->set_deadline(config_.deadline_s, kAlarmTag);
       share_roster();
+      follow_leaders(true);
       // Sites admitted after this one in the same batch: it takes part.
       while (left_in_batch_ > 0) {
         --left_in_batch_;

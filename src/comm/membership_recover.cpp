@@ -273,6 +273,7 @@ MembershipChange Membership::recover(const std::string& why) {
   }
   change.epoch = epoch_;
   change.why = why;
+  follow_leaders(false);  // a loss meanwhile: the next recovery, in this new epoch, finds the same round
   change.seconds = since(start);
   return change;
 }

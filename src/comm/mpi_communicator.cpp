@@ -174,12 +174,43 @@ void MpiCommunicator::replace(MPI_Comm comm) {
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
 }
 
+MPI_Comm MpiCommunicator::duplicate_handle() {
+  Watchdog::Guard guard(watchdog_, "duplicating a communicator");
+  MPI_Comm out = MPI_COMM_NULL;
+  MPI_Request request;
+  DILOCO_MPI_CHECK(MPI_Comm_idup(comm_, &out, &request));
+  complete(request);
+  return out;
+}
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::timed_duplicate(MpiCommunicator& parent) {
+  auto dup = std::make_unique<MpiCommunicator>(parent.duplicate_handle());
+  dup->yield_while_waiting_ = true;
+  dup->set_watchdog(parent.watchdog());
+  dup->set_deadline(parent.deadline_s_, parent.alarm_tag_);
+  dup->alarms_from_ = &parent;
+  return dup;
+}
+
+void MpiCommunicator::follow(MpiCommunicator& parent, bool free_old) {
+  MPI_Comm old = comm_;
+  replace(parent.duplicate_handle());
+  if (free_old) MPI_Comm_free(&old);
+  set_deadline(parent.deadline_s_, parent.alarm_tag_);
+  alarms_from_ = &parent;
+  abandoned_ = false;
+}
+
 void MpiCommunicator::check_deadline(std::chrono::steady_clock::time_point since, const char* what) {
+  if (abandoned_)
+    throw PeerLost(std::string("given up: the membership changed while this waited in ") + what,
+                   current_world_rank());
   if (deadline_s_ <= 0.0) return;
   if (alarm_tag_ >= 0) {
     int alarm = 0;
     MPI_Status status;
-    DILOCO_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, alarm_tag_, comm_, &alarm, &status));
+    DILOCO_MPI_CHECK(
+        MPI_Iprobe(MPI_ANY_SOURCE, alarm_tag_, alarms_from_ ? alarms_from_->comm_ : comm_, &alarm, &status));
     if (alarm)
       throw PeerLost("member " + std::to_string(status.MPI_SOURCE) + " started a recovery while this one waited in " +
                          what, current_world_rank());
@@ -364,54 +395,6 @@ void MpiCommunicator::barrier() {
   MPI_Request request;
   DILOCO_MPI_CHECK(MPI_Ibarrier(comm_, &request));
   complete(request);
-}
-
-}  // namespace diloco::comm
-
-namespace diloco::comm {
-
-SiteComms make_mpi_site_comms(int num_sites) {
-  int rank = 0, size = 1;
-  DILOCO_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-  DILOCO_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
-  return make_mpi_site_comms(Topology::split(rank, size, num_sites));
-}
-
-NodeRank node_rank(const MpiCommunicator& comm) {
-  MPI_Comm shared = MPI_COMM_NULL;
-  DILOCO_MPI_CHECK(MPI_Comm_split_type(comm.handle(), MPI_COMM_TYPE_SHARED, comm.rank(), MPI_INFO_NULL, &shared));
-  NodeRank out;
-  DILOCO_MPI_CHECK(MPI_Comm_rank(shared, &out.rank));
-  DILOCO_MPI_CHECK(MPI_Comm_size(shared, &out.size));
-  DILOCO_MPI_CHECK(MPI_Comm_free(&shared));
-  return out;
-}
-
-std::vector<std::string> gather_node_names(Communicator& world) {
-  std::string mine;
-  if (const char* name = std::getenv("DILOCO_NODE_NAME"); name && *name) {
-    mine = name;
-  } else {
-    char buf[MPI_MAX_PROCESSOR_NAME] = {0};
-    int length = 0;
-    DILOCO_MPI_CHECK(MPI_Get_processor_name(buf, &length));
-    mine.assign(buf, static_cast<std::size_t>(length));
-  }
-  auto raw = world.all_gather(std::as_bytes(std::span<const char>(mine.data(), mine.size())));
-  std::vector<std::string> names;
-  for (const auto& r : raw) names.emplace_back(reinterpret_cast<const char*>(r.data()), r.size());
-  return names;
-}
-
-SiteComms make_mpi_site_comms(const Topology& topology) {
-  auto world = MpiCommunicator::world();
-  SiteComms comms;
-  comms.topology = topology;
-  const Topology& t = comms.topology;
-  comms.site = world->split(t.site, t.site_rank);
-  comms.leaders = world->split(t.is_leader() ? 0 : -1, t.site);
-  comms.world = std::move(world);
-  return comms;
 }
 
 }  // namespace diloco::comm

@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -117,6 +118,22 @@ class MpiCommunicator final : public Communicator {
   // communicator can block; it is left to MPI_Finalize.
   void replace(MPI_Comm comm);
 
+  // Sites launched apart: a duplicate of `parent` for a comm thread (paced
+  // waits, parent's deadline, and alarms heard on parent, where members
+  // send them), made by MPI_Comm_idup and waited for as parent's waits are
+  // (past the deadline, or on an alarm: PeerLost). Collective over
+  // parent's ranks. Parent must outlive it.
+  static std::unique_ptr<MpiCommunicator> timed_duplicate(MpiCommunicator& parent);
+  // Becomes such a duplicate of `parent`'s present communicator (a new
+  // membership); waits count again after abandon_waits(). `free_old`: the
+  // old handle is freed (an admission: every member took part in all that
+  // ran on it); otherwise it is left to MPI_Finalize, as replace() does.
+  void follow(MpiCommunicator& parent, bool free_old);
+  // From any thread: every wait on this communicator, under way or to come,
+  // throws PeerLost at its next test until follow(). For a comm thread's
+  // exchange that a change of membership has made moot.
+  void abandon_waits() { abandoned_ = true; }
+
  protected:
   // The duplicate waits by testing and sleeping instead of spinning, since it
   // is meant for a thread that shares the cores with compute.
@@ -137,6 +154,8 @@ class MpiCommunicator final : public Communicator {
   bool yield_while_waiting_ = false;  // duplicates for comm threads sleep between tests
   double deadline_s_ = 0.0;
   int alarm_tag_ = -1;
+  const MpiCommunicator* alarms_from_ = nullptr;  // a duplicate hears alarms sent on its parent
+  std::atomic<bool> abandoned_{false};
 
   bool polls() const { return yield_while_waiting_ || deadline_s_ > 0.0; }
   // Whether a wait may give up, leaving its operation to the transport: such
@@ -145,6 +164,8 @@ class MpiCommunicator final : public Communicator {
   // In deadline mode: throws PeerLost when the wait that began at `since`
   // has lasted too long or an alarm is waiting.
   void check_deadline(std::chrono::steady_clock::time_point since, const char* what);
+  // MPI_Comm_idup of this communicator, waited for as its operations are.
+  MPI_Comm duplicate_handle();
 };
 
 }  // namespace diloco::comm

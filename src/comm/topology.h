@@ -72,6 +72,10 @@ struct SiteComms {
   std::unique_ptr<Communicator> world;
   std::unique_ptr<Communicator> site;
   std::unique_ptr<Communicator> leaders;
+  // Sites launched apart with an overlapped exchange: the comm thread's
+  // communicator between leaders, kept in step with `leaders` by the
+  // membership (a trainer takes it; otherwise it duplicates `leaders`).
+  std::unique_ptr<Communicator> exchange_channel;
 };
 
 }  // namespace diloco::comm

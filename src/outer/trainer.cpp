@@ -75,7 +75,7 @@ Trainer::Trainer(comm::SiteComms& comms, inner::InnerLoop& inner, const OuterPar
   // main thread's report gathers.
   const bool overlapped = sync_.overlap != OverlapMode::kNone;
   if (overlapped) {
-    exchange_comm_ = comms_.leaders->duplicate();
+    exchange_comm_ = comms_.exchange_channel ? std::move(comms_.exchange_channel) : comms_.leaders->duplicate();
     comm_thread_ = std::make_unique<comm::CommThread>();
   }
   for (const auto& span : layout_) {
@@ -233,6 +233,8 @@ void Trainer::launch(FragmentSync& f, const SiteUpdate& update, int round, std::
 
 // Exchanges f.delta (with f.update): here, or on the comm thread.
 void Trainer::send(FragmentSync& f, std::int64_t seed_round, bool blocking) {
+  if (membership_) f.exchange->set_epoch(membership_->epoch());
+  if (overlapped_membership() && !blocking) keep_for_resend(f, seed_round);
   auto job = [this, &f, seed_round] { f.stats = f.exchange->average(f.delta, f.update, seed_round); };
   if (blocking) {
     job();
@@ -245,14 +247,16 @@ void Trainer::send(FragmentSync& f, std::int64_t seed_round, bool blocking) {
 // slice, and merges the local slice (streaming mixes; other modes decide
 // what local becomes themselves).
 void Trainer::finish(FragmentSync& f, RoundSync& sync) {
+  resend(f, true);  // marked by a change of membership since it went out
   if (f.in_flight.valid()) {
     const auto t0 = std::chrono::steady_clock::now();
     // The comm thread's own calls are timed; this wait is too, so nothing
     // the main thread waits on another thread for can hang it.
-    comm::Watchdog::Guard guard(comms_.leaders->watchdog(), "the exchange in flight on the comm thread");
+    wait_in_flight(f);
     f.in_flight.get();  // rethrows an exchange error
     sync.blocked_s += seconds_since(t0);
   }
+  f.resend.reset();  // its result is in
   sync.add(f.stats);
   if (exchange_comm_) exchanged_bytes_ += f.stats.payload_bytes;
   auto global = std::span<float>(global_).subspan(f.span.offset, f.span.count);
@@ -267,13 +271,17 @@ void Trainer::finish(FragmentSync& f, RoundSync& sync) {
 
 // The leader's part of a round: exchange, outer step, report. Between sites
 // launched apart, a loss during it makes the survivors redo it, and sites
-// that knocked meanwhile are admitted after it.
+// that knocked meanwhile are admitted after it (delayed overlap: after the
+// round the last report announced them for, which drains).
 void Trainer::sync_round(const inner::InnerStats& stats, int round, bool last, bool checkpoint_now, RoundSync& sync,
                          RoundMetrics& metrics) {
+  const bool admission = !overlapped_membership() || admit_next_;  // before this round's report sets the next
+  admitting_now_ = admit_next_;
+  const bool drain = last || checkpoint_now || (overlapped_membership() && admit_next_);
   const auto once = [&] {
     if (data_parallel_) global_.assign(inner_.params().begin(), inner_.params().end());  // one model everywhere
     else if (sync_.overlap == OverlapMode::kNone) sync_blocking(stats, round, sync);
-    else if (sync_.overlap == OverlapMode::kDelayed) sync_delayed(stats, round, last || checkpoint_now, sync);
+    else if (sync_.overlap == OverlapMode::kDelayed) sync_delayed(stats, round, drain, sync);
     else if (last) std::memcpy(inner_.params().data(), global_.data(), global_.size() * sizeof(float));
     inject_divergence(round);
     report(stats, sync, metrics);
@@ -282,8 +290,13 @@ void Trainer::sync_round(const inner::InnerStats& stats, int round, bool last, b
   at_phase("exchange", round);
   for (auto& change : between_steps_.membership) metrics.membership.push_back(std::move(change));
   between_steps_.membership.clear();
-  redo_on_loss(once, sync, metrics);
-  if (minority_.empty() && !last) admit_newcomers(round, metrics);
+  // A survivor that took another's state of this round still sends its
+  // own progress of the round (delayed overlap).
+  const auto adopted = [&] {
+    if (sync_.overlap == OverlapMode::kDelayed) sync_delayed(stats, round, drain, sync, true);
+  };
+  redo_on_loss(once, adopted, sync, metrics);
+  if (minority_.empty() && !last && admission) admit_newcomers(round, metrics);
   metrics.epoch = membership_->epoch();
   metrics.members = comms_.leaders->size();
   heard_at_ = std::chrono::steady_clock::now();  // it listened throughout; deaf again from here
@@ -308,28 +321,33 @@ void Trainer::inject_divergence(int round) {
 
 void Trainer::sync_blocking(const inner::InnerStats& stats, int round, RoundSync& sync) {
   FragmentSync& f = syncs_.front();
-  if (membership_) f.exchange->set_epoch(membership_->epoch());
   launch(f, SiteUpdate{static_cast<double>(stats.tokens), stats.steps, stats.diverged}, round, round, true);
   finish(f, sync);
   std::memcpy(inner_.params().data(), global_.data(), global_.size() * sizeof(float));
 }
 
-void Trainer::sync_delayed(const inner::InnerStats& stats, int round, bool drain, RoundSync& sync) {
+void Trainer::sync_delayed(const inner::InnerStats& stats, int round, bool drain, RoundSync& sync, bool adopted) {
   FragmentSync& f = syncs_.front();
   auto local = inner_.params();
   if (round_start_.empty()) round_start_ = global_;  // the first round began at the global params
   // This round's own progress, measured from where the round began.
   std::vector<float> own(local.size());
   compute_pseudo_gradient(round_start_, local, own);
-  if (f.in_flight.valid()) finish(f, sync);  // the previous round's average, applied now
+  // The previous round's average, applied now (to be sent again first, if
+  // the membership changed meanwhile); a site that took the group's state
+  // after a loss has it in already.
+  if (!adopted && (f.in_flight.valid() || f.resend)) finish(f, sync);
   const SiteUpdate update{static_cast<double>(stats.tokens), stats.steps, stats.diverged};
   inject_faults(own, round);
   if (drain) {
-    // Send this round's progress now and end on the global params.
+    // Send this round's progress now and end on the global params (the
+    // group's state a site adopted holds this round's average already).
     f.delta = std::move(own);
     f.update = update;
-    send(f, round, true);
-    finish(f, sync);
+    if (!adopted) {
+      send(f, round, true);
+      finish(f, sync);
+    }
     std::memcpy(local.data(), global_.data(), global_.size() * sizeof(float));
     round_start_.clear();
     return;

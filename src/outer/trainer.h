@@ -208,8 +208,10 @@ class Trainer {
   // state, a site that joins late from the group's current state, a lost
   // site's round is redone by the survivors, newcomers are admitted after
   // each round, and a site left in a minority checkpoints and throws
-  // comm::MinorityError on all its ranks. Needs blocking DiLoCo (no
-  // overlap, data-parallel or scheduled H): throws std::invalid_argument.
+  // comm::MinorityError on all its ranks. Delayed overlap: an exchange in
+  // flight at a change of membership is sent again by every survivor, and
+  // a round drains before an admission (docs/membership.md, "Overlap").
+  // Needs DiLoCo without streaming (throws std::invalid_argument).
   void use_membership(comm::Membership* leader_membership);
 
   // The global parameters after the last outer step (site leaders only).
@@ -226,6 +228,17 @@ class Trainer {
     std::future<void> in_flight;   // the comm thread's exchange of `delta`
     ExchangeStats stats;           // written by that exchange
     SiteUpdate update;             // what was sent with it
+    // Sites launched apart, overlapped: what the exchange in flight went out
+    // with, until its result is applied, so a change of membership can have
+    // it sent again (every survivor does, over the survivors).
+    struct Resend {
+      std::vector<float> delta;     // the pseudo-gradient as sent
+      std::vector<float> residual;  // the error-feedback residual before it
+      SiteUpdate update;
+      std::int64_t seed_round = 0;
+      bool again = false;           // to be sent again before its result is used
+    };
+    std::optional<Resend> resend;
   };
 
   // What this round's exchanges cost and did, on this leader.
@@ -255,12 +268,15 @@ class Trainer {
     double round = 0.0;        // the round this report is of: every leader's must match
     double params_hash = -1.0; // CRC-32C of the global params in checked rounds, -1 otherwise
     double busy_s = 0.0;       // the longest this leader went without answering an alarm so far
+    double knocks = 0.0;       // the door's keeper: newcomers queued (delayed overlap drains the next round)
   };
 
   inner::InnerStats run_steps(int round, int steps, int first_step, const Hooks& hooks);
   inner::InnerStats run_streaming_round(int round, const Hooks& hooks, RoundSync& sync);
   void sync_blocking(const inner::InnerStats& stats, int round, RoundSync& sync);
-  void sync_delayed(const inner::InnerStats& stats, int round, bool drain, RoundSync& sync);
+  // `adopted`: this site took the group's state of `round` after a loss
+  // (its previous exchange is in it): the round's own part only.
+  void sync_delayed(const inner::InnerStats& stats, int round, bool drain, RoundSync& sync, bool adopted = false);
   // Fragment f's pseudo-gradient goes out: on the comm thread, or right here
   // when `blocking`; finish() waits for it and applies the outer step.
   void launch(FragmentSync& f, const SiteUpdate& update, int round, std::int64_t seed_round, bool blocking);
@@ -281,7 +297,8 @@ class Trainer {
   std::string sealing_context(const char* kind, std::int64_t round, int sender) const;
   std::string leader_name(int rank) const;
   void start_from_group();
-  void redo_on_loss(const std::function<void()>& once, RoundSync& sync, RoundMetrics& metrics);
+  void redo_on_loss(const std::function<void()>& once, const std::function<void()>& adopted, RoundSync& sync,
+                    RoundMetrics& metrics);
   void admit_newcomers(int round, RoundMetrics& metrics);
   enum class AfterLoss { kRedo, kAdopted, kStop };
   AfterLoss recover_or_stop(std::string why, RoundMetrics& metrics);
@@ -294,6 +311,12 @@ class Trainer {
   void send_group_state(int round, const std::vector<int>& to);
   int receive_group_state(int from, bool take_step);
   void finish(FragmentSync& f, RoundSync& sync);
+  // An exchange in flight across changes of membership (trainer_in_flight.cpp).
+  void keep_for_resend(FragmentSync& f, std::int64_t seed_round);
+  void wait_in_flight(FragmentSync& f);
+  void quiesce();
+  void resend(FragmentSync& f, bool blocking);
+  bool overlapped_membership() const { return membership_ && sync_.overlap != OverlapMode::kNone; }
   void report(const inner::InnerStats& stats, const RoundSync& sync, RoundMetrics& metrics);
   void install_data_parallel(Exchange* exchange);
   double collect_data_parallel(RoundSync& sync);
@@ -344,6 +367,12 @@ class Trainer {
   std::int64_t admitted_round_ = -1;        // the round whose admission is done (here or, found by a recovery, elsewhere)
   RoundMetrics between_steps_;              // membership changes answered between inner steps
   std::string minority_;                    // why this site must stop (leader), empty while in the group
+  // Delayed overlap between sites launched apart: the last report said a
+  // newcomer is queued, so the next round drains and admits it; whether
+  // this round does (its report then announces nobody: whoever is queued
+  // is admitted right after it).
+  bool admit_next_ = false;
+  bool admitting_now_ = false;
 };
 
 }  // namespace diloco::outer

@@ -22,16 +22,21 @@ struct StateHeader {
   std::int64_t params = 0;
   std::int64_t inner_step = 0;    // the sender's inner step counter
   std::int64_t schedule_values = 0;  // the H schedule's state (scheduler.h), after the outer state
+  std::int64_t admit_next = 0;    // delayed overlap: the next round drains for a newcomer
 };
 
 }  // namespace
 
 void Trainer::use_membership(comm::Membership* leader_membership) {
-  if (sync_.mode != SyncMode::kDiLoCo || sync_.overlap != OverlapMode::kNone)
-    throw std::invalid_argument("sites launched apart (topology.join = \"rendezvous\") train blocking DiLoCo: "
-                                "sync.mode = \"diloco\", sync.overlap = \"none\"");
+  if (sync_.mode != SyncMode::kDiLoCo || sync_.overlap == OverlapMode::kStreaming)
+    throw std::invalid_argument("sites launched apart (topology.join = \"rendezvous\") train DiLoCo, blocking or "
+                                "with delayed overlap: sync.mode = \"diloco\", sync.overlap = \"none\" or \"delayed\"");
   if (comms_.topology.is_leader() && !leader_membership)
     throw std::invalid_argument("a site leader needs the membership");
+  // The comm thread's channel must be the membership's, remade with it.
+  if (comms_.topology.is_leader() && exchange_comm_ && !leader_membership->exchange_channel())
+    throw std::invalid_argument("an overlapped exchange between sites launched apart needs the membership's "
+                                "exchange channel (comm::JoinConfig::exchange_channel)");
   rendezvous_ = true;
   membership_ = comms_.topology.is_leader() ? leader_membership : nullptr;
 }
@@ -44,8 +49,13 @@ std::vector<std::byte> Trainer::group_state(int round) const {
   const auto& outer = *syncs_.front().outer;
   const auto state = outer.state();
   const auto schedule = scheduler_.state();
-  StateHeader h{round, outer.started() ? 1 : 0, static_cast<std::int64_t>(state.size()),
-                static_cast<std::int64_t>(global_.size()), inner_.step(), static_cast<std::int64_t>(schedule.size())};
+  StateHeader h{round,
+                outer.started() ? 1 : 0,
+                static_cast<std::int64_t>(state.size()),
+                static_cast<std::int64_t>(global_.size()),
+                inner_.step(),
+                static_cast<std::int64_t>(schedule.size()),
+                admit_next_ ? 1 : 0};
   const std::size_t floats = (global_.size() + state.size()) * sizeof(float);
   std::vector<std::byte> out(sizeof h + floats + schedule.size() * sizeof(double));
   std::memcpy(out.data(), &h, sizeof h);
@@ -97,6 +107,7 @@ int Trainer::load_group_state(std::span<const std::byte> bytes, bool take_step) 
   // Its per-site history is of the sender's ranks: until the next plan every site runs H.
   scheduler_.forget_sites();
   H_ = scheduler_.current_H();
+  admit_next_ = h.admit_next != 0;
   std::memcpy(inner_.params().data(), global_.data(), global_.size() * sizeof(float));
   if (take_step) inner_.set_step(h.inner_step);
   return static_cast<int>(h.round);
@@ -133,6 +144,9 @@ void Trainer::start_from_group() {
     comm::Communicator& leaders = *comms_.leaders;
     if (membership_->joined_late()) {
       position[0] = receive_group_state(0, true);
+      // Its residual held back progress of the local params it now leaves
+      // for the group's: sending it later would add progress nobody kept.
+      for (auto& f : syncs_) f.exchange->set_residual({});
     } else {
       auto state = group_state(start_round_);
       if (leaders.rank() == 0) seal(state, sealing_context("state", 0, 0));
@@ -158,21 +172,32 @@ void Trainer::start_from_group() {
 // The round's exchange, outer step and report, redone from the round's
 // starting state by the survivors whenever a member is lost during it; a
 // survivor behind one that completed it takes that one's result instead
-// (keeping the error-feedback residual its sent payload left).
-void Trainer::redo_on_loss(const std::function<void()>& once, RoundSync& sync, RoundMetrics& metrics) {
+// (keeping the error-feedback residual its sent payload left), then does
+// what is left of its round (`adopted`). Delayed overlap: the exchange
+// that was in flight when the round began is restored with it, to be sent
+// again; while it is in flight its residual is the comm thread's, so the
+// one it went out with stands for it.
+void Trainer::redo_on_loss(const std::function<void()>& once, const std::function<void()>& adopted, RoundSync& sync,
+                           RoundMetrics& metrics) {
+  FragmentSync& f = syncs_.front();
   const std::vector<float> global = global_;
   const auto local_span = inner_.params();
   const std::vector<float> local(local_span.begin(), local_span.end());
-  const auto& f = syncs_.front();
+  const std::vector<float> round_start = round_start_;
   const std::vector<float> outer_state(f.outer->state().begin(), f.outer->state().end());
   const bool outer_started = f.outer->started();
-  const std::vector<float> residual(f.exchange->residual().begin(), f.exchange->residual().end());
+  const auto resend = f.resend;
+  std::vector<float> residual;
+  if (!f.in_flight.valid()) residual.assign(f.exchange->residual().begin(), f.exchange->residual().end());
   const RoundMetrics before = metrics;
   const auto restore = [&] {
     global_ = global;
     std::memcpy(inner_.params().data(), local.data(), local.size() * sizeof(float));
-    syncs_.front().outer->load_state(outer_state, outer_started);
-    syncs_.front().exchange->set_residual(residual);
+    round_start_ = round_start;
+    f.outer->load_state(outer_state, outer_started);
+    f.resend = resend;
+    if (f.resend) f.resend->again = true;
+    f.exchange->set_residual(f.resend ? f.resend->residual : residual);
     auto events = std::move(metrics.membership);
     metrics = before;
     metrics.membership = std::move(events);
@@ -184,11 +209,17 @@ void Trainer::redo_on_loss(const std::function<void()>& once, RoundSync& sync, R
       membership_->set_completed_round(metrics.round);
       return;
     } catch (const comm::PeerLost& lost) {
-      const auto& now = syncs_.front().exchange->residual();
+      quiesce();
+      // This round's own exchange went out on the comm thread: its residual
+      // before it, since it goes out again from there.
+      const bool sent_now = f.resend && f.resend->seed_round == metrics.round;
+      const auto now = sent_now ? std::span<const float>(f.resend->residual) : f.exchange->residual();
       const std::vector<float> sent_residual(now.begin(), now.end());
       restore();
       if (recover_or_stop(lost.what(), metrics) == AfterLoss::kAdopted) {
-        syncs_.front().exchange->set_residual(sent_residual);
+        f.resend.reset();  // the state it took has that exchange's result
+        f.exchange->set_residual(sent_residual);
+        adopted();
         return;
       }
     }
@@ -200,6 +231,7 @@ void Trainer::redo_on_loss(const std::function<void()>& once, RoundSync& sync, R
 // majority.
 Trainer::AfterLoss Trainer::recover_or_stop(std::string why, RoundMetrics& metrics) {
   at_phase("recovery", metrics.round);
+  quiesce();  // the comm thread lets go of the channel the membership remakes
   for (;;) {
     try {
       auto change = membership_->recover(why);
@@ -241,6 +273,10 @@ void Trainer::answer_alarm() {
   if (!membership_->alarmed()) return;
   if (recover_or_stop("an alarm between inner steps", between_steps_) == AfterLoss::kAdopted)
     throw comm::CommError("a site between its inner steps was behind the group's round (a protocol error)", -1);
+  // Its exchange in flight goes out again over the survivors, still behind
+  // the inner steps.
+  if (minority_.empty())
+    for (auto& f : syncs_) resend(f, false);
   heard_at_ = std::chrono::steady_clock::now();
 }
 

@@ -55,7 +55,10 @@ void Trainer::report(const inner::InnerStats& stats, const RoundSync& sync, Roun
                   static_cast<double>(exchanged.critical_bytes),
                   static_cast<double>(metrics.round),
                   checked_round(metrics.round) ? params_hash() : -1.0,
-                  busy_s_};
+                  busy_s_,
+                  membership_ && leaders.rank() == 0 && !admitting_now_
+                      ? static_cast<double>(membership_->knocks_waiting())
+                      : 0.0};
   const auto before_report = leaders.traffic().bytes_sent;
   const auto report_start = std::chrono::steady_clock::now();
   std::vector<std::byte> sealed(sizeof(SiteReport));
@@ -94,6 +97,7 @@ void Trainer::report(const inner::InnerStats& stats, const RoundSync& sync, Roun
     double busiest = 0.0;
     for (const auto& r : all) busiest = std::max(busiest, r.busy_s);
     membership_->set_busy_s(busiest);
+    admit_next_ = all.front().knocks > 0.0;  // the door's keeper announces newcomers a round ahead
   }
   for (const auto& r : all) {
     loss_weighted += r.mean_loss * r.tokens;
@@ -140,11 +144,14 @@ int Trainer::plan_index() const { return membership_ ? comms_.leaders->rank() : 
 
 bool Trainer::checked_round(int round) const { return sync_.check_every > 0 && round % sync_.check_every == 0; }
 
-// CRC-32C of the global params' bytes: equal on every leader unless the
-// replicas diverged (a site that left out another sender, a fault in a
-// codec or a transport).
+// CRC-32C of the global params' bytes, then of the outer optimizer's
+// state: equal on every leader unless the replicas diverged (a site that
+// left out another sender, a fault in a codec or a transport, a site that
+// rejoined or redid a round with another outer momentum).
 double Trainer::params_hash() const {
-  return static_cast<double>(compression::crc32c(std::as_bytes(std::span<const float>(global_))));
+  std::uint32_t crc = compression::crc32c(std::as_bytes(std::span<const float>(global_)));
+  for (const auto& f : syncs_) crc = compression::crc32c(std::as_bytes(f.outer->state()), crc);
+  return static_cast<double>(crc);
 }
 
 // Every leader reports the same round, and in checked rounds the same
@@ -164,7 +171,8 @@ void Trainer::check_reports(const std::vector<SiteReport>& all, const SiteReport
                               std::to_string(static_cast<long long>(mine.round)) + ", " + wrong_round,
                           -1);
   if (!differ.empty())
-    throw comm::CommError("the global params diverged in round " + std::to_string(static_cast<long long>(mine.round)) +
+    throw comm::CommError("the global params or outer state diverged in round " +
+                              std::to_string(static_cast<long long>(mine.round)) +
                               ": " + differ + " differ from this site (" + leader_name(comms_.leaders->rank()) +
                               "); stopping (sync.check_every)",
                           -1);

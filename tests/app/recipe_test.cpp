@@ -331,6 +331,16 @@ TEST(RecipeTest, CodecAndOptimizerKeysApplyWhereTheyAreRead) {
   EXPECT_NE(error_of("", {"inner.optimizer=sgd"}).find("inner.optimizer"), std::string::npos);
 }
 
+TEST(RecipeTest, SitesLaunchedApartTakeDelayedOverlapButNotStreamingOrDataParallel) {
+  const std::string rdv = "[topology]\njoin = \"rendezvous\"\nsites = 3\n[rendezvous]\nsite = 1\n";
+  EXPECT_EQ(parse_recipe(rdv, "t.toml", {"sync.overlap=delayed"}).sync.overlap, diloco::outer::OverlapMode::kDelayed);
+  auto e = error_of(rdv, {"sync.overlap=streaming"});
+  EXPECT_NE(e.find("sync.overlap"), std::string::npos) << e;
+  EXPECT_NE(e.find("is not supported with topology.join = \"rendezvous\""), std::string::npos) << e;
+  e = error_of(rdv, {"sync.mode=data-parallel"});
+  EXPECT_NE(e.find("sync.mode"), std::string::npos) << e;
+}
+
 TEST(RecipeTest, FaultKeysNeedSitesLaunchedApartAndAKnownPhase) {
   const std::string rdv = "[topology]\njoin = \"rendezvous\"\nsites = 3\n[rendezvous]\nsite = 1\n";
   Recipe r = parse_recipe(rdv, "t.toml",
