@@ -11,6 +11,7 @@
 
 #include "comm/comm_error.h"
 #include "comm/mpi_communicator.h"
+#include "two_ranks.h"
 
 using namespace diloco::comm;
 
@@ -25,12 +26,8 @@ void meet() { MPI_Barrier(MPI_COMM_WORLD); }
 }  // namespace
 
 TEST(ExchangeChannelTest, GivesUpAtTheDeadlineOnAnAlarmAndWhenAbandonedThenFollows) {
-  int rank = 0, size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const auto [rank, size, between] = diloco::test::two_ranks();
   if (size != 2) GTEST_SKIP() << "two ranks";
-  MPI_Comm between = MPI_COMM_NULL;
-  ASSERT_EQ(MPI_Comm_dup(MPI_COMM_WORLD, &between), MPI_SUCCESS);
   MpiCommunicator leaders(between);
   leaders.set_deadline(1.0, kAlarmTag);
   auto channel = MpiCommunicator::timed_duplicate(leaders);

@@ -12,6 +12,7 @@
 #include "comm/comm_error.h"
 #include "comm/mpi_communicator.h"
 #include "comm/operation_buffers.h"
+#include "two_ranks.h"
 
 using namespace diloco::comm;
 
@@ -22,12 +23,8 @@ constexpr std::size_t kFloats = std::size_t{1} << 20;
 }  // namespace
 
 TEST(GivenUpTest, OperationsGivenUpKeepTheirOwnBuffers) {
-  int rank = 0, size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const auto [rank, size, between] = diloco::test::two_ranks();
   if (size != 2) GTEST_SKIP() << "two ranks";
-  MPI_Comm between = MPI_COMM_NULL;
-  ASSERT_EQ(MPI_Comm_dup(MPI_COMM_WORLD, &between), MPI_SUCCESS);
   MpiCommunicator sites(between);
   int signal = 0;
   if (rank == 0) {
