@@ -275,9 +275,9 @@ void Trainer::finish(FragmentSync& f, RoundSync& sync) {
 // round the last report announced them for, which drains).
 void Trainer::sync_round(const inner::InnerStats& stats, int round, bool last, bool checkpoint_now, RoundSync& sync,
                          RoundMetrics& metrics) {
-  const bool admission = !overlapped_membership() || admit_next_;  // before this round's report sets the next
-  admitting_now_ = admit_next_;
-  const bool drain = last || checkpoint_now || (overlapped_membership() && admit_next_);
+  admitting_now_ = overlapped_membership() && admit_next_;  // before this round's report sets the next
+  const bool admission = !overlapped_membership() || admitting_now_;
+  const bool drain = last || checkpoint_now || admitting_now_;
   const auto once = [&] {
     if (data_parallel_) global_.assign(inner_.params().begin(), inner_.params().end());  // one model everywhere
     else if (sync_.overlap == OverlapMode::kNone) sync_blocking(stats, round, sync);

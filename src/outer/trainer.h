@@ -370,7 +370,8 @@ class Trainer {
   // Delayed overlap between sites launched apart: the last report said a
   // newcomer is queued, so the next round drains and admits it; whether
   // this round does (its report then announces nobody: whoever is queued
-  // is admitted right after it).
+  // is admitted right after it). Never set with blocking DiLoCo, which
+  // admits after every round.
   bool admit_next_ = false;
   bool admitting_now_ = false;
 };
