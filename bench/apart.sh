@@ -5,7 +5,8 @@
 # added by the link emulation; recipes/streaming.toml's model on 3 sites;
 # blocking and delayed overlap, each as one mpirun spanning the three
 # namespaces ("world") and as three sites each its own mpirun joined
-# through a rendezvous ("apart"). Per run: the middle rounds' (2..N-1: the
+# through a rendezvous ("apart"); streaming overlap likewise, and delayed
+# overlap with H planned per site (sync.schedule = "time-budget"). Per run: the middle rounds' (2..N-1: the
 # first evaluates, the last drains) utilization of the slowest site (its
 # inner steps' time over the round's wall time; the slowest site waits for
 # nobody), H of each site, the final eval loss, the bytes all leaders sent
@@ -39,12 +40,22 @@ echo
 echo "| run | utilization of the slowest site (middle rounds) | H per site | final eval loss | MB sent | wall (s) |"
 echo "|---|---:|---|---:|---:|---:|"
 common=(train recipes/streaming.toml --set outer.rounds="$ROUNDS" "$@")
-for mode in none delayed; do
-  scripts/netsim --sites 3 --mbps "$MBPS" --latency-ms "$LATENCY" -- "${common[@]}" --set sync.overlap=$mode \
-    --set run.out_dir="$out/world-$mode" >"$out/world-$mode.log" 2>&1 || { tail -20 "$out/world-$mode.log"; exit 1; }
-  summarize "$mode, one mpirun" "$out/world-$mode/metrics.jsonl"
-  scripts/netsim --sites 3 --mbps "$MBPS" --latency-ms "$LATENCY" --rendezvous "$out/apart-$mode" -- "${common[@]}" \
-    --set sync.overlap=$mode --set rendezvous.run_id="apart-$$-$mode" >"$out/apart-$mode.log" 2>&1 ||
-    { tail -20 "$out/apart-$mode.log" "$out/apart-$mode"/site-*.log; exit 1; }
-  summarize "$mode, sites launched apart" "$out/apart-$mode/site-0/metrics.jsonl"
+# run LABEL NAME FLAGS...: one mpirun spanning the namespaces, then three sites launched apart.
+run() {
+  local label=$1 name=$2
+  shift 2
+  scripts/netsim --sites 3 --mbps "$MBPS" --latency-ms "$LATENCY" -- "${common[@]}" "$@" \
+    --set run.out_dir="$out/world-$name" >"$out/world-$name.log" 2>&1 || { tail -20 "$out/world-$name.log"; exit 1; }
+  summarize "$label, one mpirun" "$out/world-$name/metrics.jsonl"
+  scripts/netsim --sites 3 --mbps "$MBPS" --latency-ms "$LATENCY" --rendezvous "$out/apart-$name" -- "${common[@]}" \
+    "$@" --set rendezvous.run_id="apart-$$-$name" >"$out/apart-$name.log" 2>&1 ||
+    { tail -20 "$out/apart-$name.log" "$out/apart-$name"/site-*.log; exit 1; }
+  summarize "$label, sites launched apart" "$out/apart-$name/site-0/metrics.jsonl"
+}
+for mode in none delayed streaming; do
+  run "$mode" "$mode" --set sync.overlap=$mode
 done
+# H from the measured links and steps: the fastest site's H keeps the
+# exposed exchange near the target share, every other site runs as many
+# steps as fit in the same time (per-site H).
+run "delayed, time-budget" budget --set sync.overlap=delayed --set sync.schedule=time-budget

@@ -10,7 +10,9 @@
 #    members and the final eval loss (the trainer itself compares a hash of
 #    the global params every round and stops on a mismatch, exit 3);
 #    SYNC_OVERLAP=delayed overlaps each round's exchange with the next
-#    round's inner steps (sync.overlap).
+#    round's inner steps (sync.overlap); SYNC_OVERLAP=streaming syncs the
+#    model in 2 fragments inside each round, each overlapping a quarter of
+#    the round's steps.
 # Both read the cell's dir, run, n (sites), rounds and round_s, and
 # `capacity` (sites the run may hold: n, or n + 1 with a newcomer).
 # Each function takes a site by NAME (its log is DIR/NAME.log).
@@ -34,11 +36,15 @@ if [[ $(basename "$SITE") == diloco ]]; then
       fault=(--set debug.fault_site="$2" --set debug.fault_signal="$sig" --set debug.fault_phase="$phase"
         --set debug.fault_round="$round")
     fi
+    local H overlap=()
+    H=$(steps_for "$round_s")
+    [[ -n ${SYNC_OVERLAP:-} ]] && overlap=(--set sync.overlap="$SYNC_OVERLAP")
+    [[ ${SYNC_OVERLAP:-} == streaming ]] && overlap+=(--set sync.fragments=2 --set sync.overlap_steps=$((H / 4)))
     echo "$out" >"$dir/$1.out"
     ( timeout 240 "$MPIRUN" --ompi-server "file:$work/uri" -np 1 --bind-to none "$SITE" train "$work/recipe.toml" \
         --set rendezvous.site="$2" --set run.out_dir="$out" --set rendezvous.run_id="$run" \
-        --set topology.sites="${capacity:-$n}" --set outer.rounds="$rounds" --set sync.H="$(steps_for "$round_s")" \
-        ${SYNC_OVERLAP:+--set sync.overlap="$SYNC_OVERLAP"} --resume auto "${fault[@]}" >"$log" 2>&1
+        --set topology.sites="${capacity:-$n}" --set outer.rounds="$rounds" --set sync.H="$H" \
+        "${overlap[@]}" --resume auto "${fault[@]}" >"$log" 2>&1
       echo "exit $?" >>"$log" ) &
     pids+=($!)
     [[ -z ${3:-} ]] && stays+=($!)

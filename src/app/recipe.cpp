@@ -66,11 +66,10 @@ void check_rendezvous(Recipe& r, const Locate& locate) {
   if (z.run_id.empty()) z.run_id = r.run.name;
   if (z.site_name.empty()) z.site_name = "site-" + std::to_string(z.site);
   refuse_set({{"topology.site_by", r.topology.site_by != "block"},
-              {"sync.mode", r.sync.mode != outer::SyncMode::kDiLoCo},
-              {"sync.overlap", r.sync.overlap == outer::OverlapMode::kStreaming}},
+              {"sync.mode", r.sync.mode != outer::SyncMode::kDiLoCo}},
              locate,
              " is not supported with topology.join = \"rendezvous\" (each launch is one site over real links, "
-             "trained by DiLoCo, blocking or with sync.overlap = \"delayed\")");
+             "trained by DiLoCo)");
 }
 
 

@@ -158,7 +158,8 @@ void Membership::share_roster() {
     put_u32(roster, static_cast<std::uint32_t>(epoch_));
     put_u32(roster, static_cast<std::uint32_t>(door_generation_));
     put_u32(roster, started_ ? 1 : 0);
-    put_u32(roster, static_cast<std::uint32_t>(progress_));
+    put_u32(roster, static_cast<std::uint32_t>(progress_));  // two halves: 2 x kMaxParts per round
+    put_u32(roster, static_cast<std::uint32_t>(static_cast<std::uint64_t>(progress_) >> 32));
     put_u32(roster, static_cast<std::uint32_t>(left_in_batch_));
     put_u32(roster, static_cast<std::uint32_t>(members_.size()));
     for (const auto& m : members_) put_text(roster, encode_hello(m));
@@ -180,6 +181,7 @@ void Membership::share_roster() {
   door_generation_ = static_cast<int>(r.u32());
   started_ = r.u32() != 0;
   progress_ = r.u32();
+  progress_ |= static_cast<std::int64_t>(r.u32()) << 32;
   left_in_batch_ = static_cast<int>(r.u32());
   members_.resize(r.u32());
   for (auto& m : members_) m = decode_hello(r.text());

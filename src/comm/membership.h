@@ -105,6 +105,7 @@ struct MembershipChange {
   // from it), the rank (in the new communicator) that holds its state, and
   // whether this site is behind it and must take that state.
   std::int64_t agreed_round = 0;
+  int agreed_parts = 0;               // sync points of round agreed_round + 1 done (set_parts_done)
   int state_from = 0;
   bool behind = false;
   std::vector<int> behind_ranks;      // every survivor that must take the state
@@ -146,11 +147,17 @@ class Membership {
   const std::string& joined_through() const { return joined_through_; }
 
   // How far this site got with the group, what a recovery compares: the
-  // newest round it completed (exchange and report done), and whether it
-  // also finished that round's admission.
-  void set_completed_round(std::int64_t round) { progress_ = 2 * round; }
-  void set_admitted(std::int64_t round) { progress_ = 2 * round + 1; }
-  std::int64_t completed_round() const { return progress_ / 2; }
+  // newest round it completed (exchange and report done), whether it also
+  // finished that round's admission, and how many sync points of the next
+  // round it has done since (streaming: fragments applied, at most
+  // kMaxParts - 1; each implies the admission before it).
+  static constexpr std::int64_t kMaxParts = 1024;
+  void set_completed_round(std::int64_t round) { progress_ = 2 * (round * kMaxParts); }
+  void set_admitted(std::int64_t round) { progress_ = 2 * (round * kMaxParts) + 1; }
+  void set_parts_done(std::int64_t completed_round, int parts) {
+    progress_ = 2 * (completed_round * kMaxParts + parts) + 1;
+  }
+  std::int64_t completed_round() const { return progress_ / 2 / kMaxParts; }
 
   // The longest any member may go without answering an alarm (its longest
   // inner step, evaluation or checkpoint save, as the members report them to
@@ -251,7 +258,7 @@ class Membership {
   int door_generation_ = 0;   // the door this group publishes (rank 0 keeps it)
   bool joined_late_ = false;
   bool started_ = false;
-  std::int64_t progress_ = 0;  // 2 x round completed, + 1 once its admission is done
+  std::int64_t progress_ = 0;  // 2 x (round completed x kMaxParts + parts), + 1 once its admission is done
   bool door_answered_ = false;  // a door answered the last knock (it was alive)
   std::string refusal_;         // keyed: the last refusal no door proved, reported if none admits
   int left_in_batch_ = 0;     // admissions after the current one in its batch

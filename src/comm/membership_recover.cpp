@@ -250,7 +250,11 @@ MembershipChange Membership::recover(const std::string& why) {
   MembershipChange change;
   std::vector<SiteHello> remaining;
   const std::int64_t agreed_progress = *std::max_element(completed.begin(), completed.end());
-  change.agreed_round = agreed_progress / 2;
+  // Progress compared without the admission bit: a survivor that did not
+  // admit is not behind (admission_done tells it the admission is over).
+  const std::int64_t agreed_point = agreed_progress / 2;
+  change.agreed_round = agreed_point / kMaxParts;
+  change.agreed_parts = static_cast<int>(agreed_point % kMaxParts);
   change.admission_done = agreed_progress % 2 == 1;
   change.state_from = -1;
   for (int p = 0; p < n; ++p) {
@@ -260,11 +264,11 @@ MembershipChange Membership::recover(const std::string& why) {
       continue;
     }
     const int rank = static_cast<int>(remaining.size());
-    if (completed[i] / 2 == change.agreed_round && change.state_from < 0) change.state_from = rank;
-    if (completed[i] / 2 < change.agreed_round) change.behind_ranks.push_back(rank);
+    if (completed[i] / 2 == agreed_point && change.state_from < 0) change.state_from = rank;
+    if (completed[i] / 2 < agreed_point) change.behind_ranks.push_back(rank);
     remaining.push_back(members_[i]);
   }
-  change.behind = progress_ / 2 < change.agreed_round;
+  change.behind = progress_ / 2 < agreed_point;
   members_ = std::move(remaining);
   ++epoch_;
   if (!view[0]) {  // the door's keeper is gone: the new rank 0 opens the next one

@@ -199,22 +199,26 @@ inner::InnerStats Trainer::run_streaming_round(int round, const Hooks& hooks, Ro
   const int F = static_cast<int>(layout_.size());
   const int tau = sync_.overlap_steps;
   int done = 0;
+  parts_done_ = 0;
   for (int f = 0; f < F; ++f) {
     const int start = fragment_start_step(f, F, H_, tau);
     accumulate(total, run_steps(round, start - done, done, hooks));
     done = start;
-    if (comms_.topology.is_leader()) {
+    const bool leader = comms_.topology.is_leader() && minority_.empty();
+    if (leader) {
       FragmentSync& frag = syncs_[static_cast<std::size_t>(f)];
       const auto t0 = std::chrono::steady_clock::now();
       // Every fragment has moved for one whole round since its last sync.
+      // Between sites launched apart it always goes on the comm thread, so
+      // a loss meets the one path that sends it again.
       const SiteUpdate update{static_cast<double>(tokens_per_step_) * H_, H_, total.diverged};
-      launch(frag, update, round, static_cast<std::int64_t>(round) * F + f, tau == 0);
+      launch(frag, update, round, static_cast<std::int64_t>(round) * F + f, tau == 0 && !membership_);
       sync.exposed_s += seconds_since(t0);
     }
     accumulate(total, run_steps(round, tau, done, hooks));
     done += tau;
     const auto t0 = std::chrono::steady_clock::now();
-    if (comms_.topology.is_leader()) finish(syncs_[static_cast<std::size_t>(f)], sync);
+    if (leader) finish_fragment(static_cast<std::size_t>(f), round, sync);
     adopt_fragment(layout_[static_cast<std::size_t>(f)]);
     sync.exposed_s += seconds_since(t0);
   }
@@ -261,7 +265,12 @@ void Trainer::finish(FragmentSync& f, RoundSync& sync) {
   if (exchange_comm_) exchanged_bytes_ += f.stats.payload_bytes;
   auto global = std::span<float>(global_).subspan(f.span.offset, f.span.count);
   f.outer->step(global, f.delta);
-  if (sync_.overlap != OverlapMode::kStreaming) return;
+  if (sync_.overlap == OverlapMode::kStreaming) mix_fragment(f);
+}
+
+// Streaming: the local slice of f becomes alpha * local + (1 - alpha) * global.
+void Trainer::mix_fragment(const FragmentSync& f) {
+  auto global = std::span<const float>(global_).subspan(f.span.offset, f.span.count);
   auto local = inner_.params().subspan(f.span.offset, f.span.count);
   const float a = static_cast<float>(sync_.mix_alpha);
   if (a == 0.0f) std::copy(global.begin(), global.end(), local.begin());
@@ -275,8 +284,8 @@ void Trainer::finish(FragmentSync& f, RoundSync& sync) {
 // round the last report announced them for, which drains).
 void Trainer::sync_round(const inner::InnerStats& stats, int round, bool last, bool checkpoint_now, RoundSync& sync,
                          RoundMetrics& metrics) {
-  admitting_now_ = overlapped_membership() && admit_next_;  // before this round's report sets the next
-  const bool admission = !overlapped_membership() || admitting_now_;
+  admitting_now_ = delayed_membership() && admit_next_;  // before this round's report sets the next
+  const bool admission = !delayed_membership() || admitting_now_;
   const bool drain = last || checkpoint_now || admitting_now_;
   const auto once = [&] {
     if (data_parallel_) global_.assign(inner_.params().begin(), inner_.params().end());  // one model everywhere
@@ -294,6 +303,8 @@ void Trainer::sync_round(const inner::InnerStats& stats, int round, bool last, b
   // own progress of the round (delayed overlap).
   const auto adopted = [&] {
     if (sync_.overlap == OverlapMode::kDelayed) sync_delayed(stats, round, drain, sync, true);
+    if (sync_.overlap == OverlapMode::kStreaming && last)
+      std::memcpy(inner_.params().data(), global_.data(), global_.size() * sizeof(float));
   };
   redo_on_loss(once, adopted, sync, metrics);
   if (minority_.empty() && !last && admission) admit_newcomers(round, metrics);

@@ -210,8 +210,10 @@ class Trainer {
   // each round, and a site left in a minority checkpoints and throws
   // comm::MinorityError on all its ranks. Delayed overlap: an exchange in
   // flight at a change of membership is sent again by every survivor, and
-  // a round drains before an admission (docs/membership.md, "Overlap").
-  // Needs DiLoCo without streaming (throws std::invalid_argument).
+  // a round drains before an admission; streaming: a fragment's exchange
+  // is sent again by every survivor unless one applied it, whose state the
+  // others then take (docs/membership.md, "Overlap"). Needs sync.mode
+  // DiLoCo (throws std::invalid_argument).
   void use_membership(comm::Membership* leader_membership);
 
   // The global parameters after the last outer step (site leaders only).
@@ -307,16 +309,23 @@ class Trainer {
   void stay_in_group(int round, const RoundMetrics& metrics, double initial_eval_loss);
   std::vector<std::byte> group_state(int round) const;
   std::size_t group_state_bytes(std::span<const std::byte> header) const;
-  int load_group_state(std::span<const std::byte> bytes, bool take_step);
+  int load_group_state(std::span<const std::byte> bytes, bool take_step, bool keep_local);
   void send_group_state(int round, const std::vector<int>& to);
-  int receive_group_state(int from, bool take_step);
+  int receive_group_state(int from, bool take_step, bool keep_local);
   void finish(FragmentSync& f, RoundSync& sync);
   // An exchange in flight across changes of membership (trainer_in_flight.cpp).
   void keep_for_resend(FragmentSync& f, std::int64_t seed_round);
   void wait_in_flight(FragmentSync& f);
   void quiesce();
   void resend(FragmentSync& f, bool blocking);
+  // Streaming between sites launched apart: fragment i's exchange ends and
+  // is applied (sent again after a loss, or taken from a survivor that
+  // applied it); a site behind mixes in the fragments it missed.
+  void finish_fragment(std::size_t i, int round, RoundSync& sync);
+  void take_missed_fragments(const comm::MembershipChange& change);
+  void mix_fragment(const FragmentSync& f);
   bool overlapped_membership() const { return membership_ && sync_.overlap != OverlapMode::kNone; }
+  bool delayed_membership() const { return membership_ && sync_.overlap == OverlapMode::kDelayed; }
   void report(const inner::InnerStats& stats, const RoundSync& sync, RoundMetrics& metrics);
   void install_data_parallel(Exchange* exchange);
   double collect_data_parallel(RoundSync& sync);
@@ -370,10 +379,13 @@ class Trainer {
   // Delayed overlap between sites launched apart: the last report said a
   // newcomer is queued, so the next round drains and admits it; whether
   // this round does (its report then announces nobody: whoever is queued
-  // is admitted right after it). Never set with blocking DiLoCo, which
-  // admits after every round.
+  // is admitted right after it). Never set with blocking DiLoCo or
+  // streaming, which admit after every round (nothing is in flight then).
   bool admit_next_ = false;
   bool admitting_now_ = false;
+  // Streaming: fragments of this round applied, as the membership's
+  // progress says (set_parts_done).
+  int parts_done_ = 0;
 };
 
 }  // namespace diloco::outer

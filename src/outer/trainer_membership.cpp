@@ -17,8 +17,8 @@ constexpr int kStateTag = 9201;
 
 struct StateHeader {
   std::int64_t round = 0;
-  std::int64_t started = 0;       // the outer optimizer has state
-  std::int64_t outer_values = 0;
+  std::int64_t fragments = 0;     // one outer optimizer each; as many "started" flags follow the header
+  std::int64_t outer_values = 0;  // all fragments' outer states, in fragment order
   std::int64_t params = 0;
   std::int64_t inner_step = 0;    // the sender's inner step counter
   std::int64_t schedule_values = 0;  // the H schedule's state (scheduler.h), after the outer state
@@ -28,9 +28,9 @@ struct StateHeader {
 }  // namespace
 
 void Trainer::use_membership(comm::Membership* leader_membership) {
-  if (sync_.mode != SyncMode::kDiLoCo || sync_.overlap == OverlapMode::kStreaming)
-    throw std::invalid_argument("sites launched apart (topology.join = \"rendezvous\") train DiLoCo, blocking or "
-                                "with delayed overlap: sync.mode = \"diloco\", sync.overlap = \"none\" or \"delayed\"");
+  if (sync_.mode != SyncMode::kDiLoCo)
+    throw std::invalid_argument("sites launched apart (topology.join = \"rendezvous\") train DiLoCo: "
+                                "sync.mode = \"diloco\"");
   if (comms_.topology.is_leader() && !leader_membership)
     throw std::invalid_argument("a site leader needs the membership");
   // The comm thread's channel must be the membership's, remade with it.
@@ -42,26 +42,34 @@ void Trainer::use_membership(comm::Membership* leader_membership) {
 }
 
 // What a site needs to train on from here: the round, the global params,
-// the outer optimizer's state (every member holds them alike), the
-// sender's inner step (the LR schedule's and the data's position) and the
-// H schedule's state (so every member plans the same H).
+// every fragment's outer optimizer state (every member holds them alike),
+// the sender's inner step (the LR schedule's and the data's position) and
+// the H schedule's state (so every member plans the same H).
 std::vector<std::byte> Trainer::group_state(int round) const {
-  const auto& outer = *syncs_.front().outer;
-  const auto state = outer.state();
+  std::vector<std::int64_t> started;
+  std::vector<float> outer;
+  for (const auto& f : syncs_) {
+    started.push_back(f.outer->started() ? 1 : 0);
+    outer.insert(outer.end(), f.outer->state().begin(), f.outer->state().end());
+  }
   const auto schedule = scheduler_.state();
   StateHeader h{round,
-                outer.started() ? 1 : 0,
-                static_cast<std::int64_t>(state.size()),
+                static_cast<std::int64_t>(syncs_.size()),
+                static_cast<std::int64_t>(outer.size()),
                 static_cast<std::int64_t>(global_.size()),
                 inner_.step(),
                 static_cast<std::int64_t>(schedule.size()),
                 admit_next_ ? 1 : 0};
-  const std::size_t floats = (global_.size() + state.size()) * sizeof(float);
-  std::vector<std::byte> out(sizeof h + floats + schedule.size() * sizeof(double));
-  std::memcpy(out.data(), &h, sizeof h);
-  std::memcpy(out.data() + sizeof h, global_.data(), global_.size() * sizeof(float));
-  std::memcpy(out.data() + sizeof h + global_.size() * sizeof(float), state.data(), state.size() * sizeof(float));
-  std::memcpy(out.data() + sizeof h + floats, schedule.data(), schedule.size() * sizeof(double));
+  std::vector<std::byte> out;
+  const auto put = [&out](const void* data, std::size_t bytes) {
+    const auto* p = static_cast<const std::byte*>(data);
+    out.insert(out.end(), p, p + bytes);
+  };
+  put(&h, sizeof h);
+  put(started.data(), started.size() * sizeof(std::int64_t));
+  put(global_.data(), global_.size() * sizeof(float));
+  put(outer.data(), outer.size() * sizeof(float));
+  put(schedule.data(), schedule.size() * sizeof(double));
   return out;
 }
 
@@ -71,34 +79,48 @@ std::size_t Trainer::group_state_bytes(std::span<const std::byte> header) const 
   StateHeader h;
   if (header.size() < sizeof h) throw comm::CommError("the group's state is truncated", -1);
   std::memcpy(&h, header.data(), sizeof h);
-  const auto outer_values = static_cast<std::int64_t>(syncs_.front().outer->state().size());
-  if (h.params != static_cast<std::int64_t>(global_.size()) || h.outer_values < 0 ||
-      h.outer_values > std::max<std::int64_t>(outer_values, 4 * h.params) || h.round < 0 || h.inner_step < 0 ||
-      h.schedule_values < static_cast<std::int64_t>(Scheduler::state_values(0)) ||
+  std::int64_t outer_values = 0;
+  for (const auto& f : syncs_) outer_values += static_cast<std::int64_t>(f.outer->state().size());
+  if (h.params != static_cast<std::int64_t>(global_.size()) ||
+      h.fragments != static_cast<std::int64_t>(syncs_.size()) || h.outer_values != outer_values || h.round < 0 ||
+      h.inner_step < 0 || h.schedule_values < static_cast<std::int64_t>(Scheduler::state_values(0)) ||
       h.schedule_values > static_cast<std::int64_t>(
                               Scheduler::state_values(static_cast<std::size_t>(comms_.topology.num_sites))))
     throw comm::CommError("the group's state does not fit this site's model (" + std::to_string(h.params) +
-                              " params, " + std::to_string(h.outer_values) + " outer values, " +
+                              " params, " + std::to_string(h.fragments) + " fragments, " +
+                              std::to_string(h.outer_values) + " outer values, " +
                               std::to_string(h.schedule_values) + " schedule values; this site has " +
-                              std::to_string(global_.size()) + " params)",
+                              std::to_string(global_.size()) + " params, " + std::to_string(syncs_.size()) +
+                              " fragments, " + std::to_string(outer_values) + " outer values)",
                           -1);
-  return sizeof h + static_cast<std::size_t>(h.params + h.outer_values) * sizeof(float) +
+  return sizeof h + static_cast<std::size_t>(h.fragments) * sizeof(std::int64_t) +
+         static_cast<std::size_t>(h.params + h.outer_values) * sizeof(float) +
          static_cast<std::size_t>(h.schedule_values) * sizeof(double);
 }
 
 // Takes a state group_state() wrote; returns its round. `take_step`: the
-// site also takes the sender's inner step counter (it joins a run under way).
-int Trainer::load_group_state(std::span<const std::byte> bytes, bool take_step) {
+// site also takes the sender's inner step counter (it joins a run under
+// way). `keep_local`: the local params stay (streaming: a site behind by a
+// fragment mixes in only what it missed); else they become the global ones.
+int Trainer::load_group_state(std::span<const std::byte> bytes, bool take_step, bool keep_local) {
   StateHeader h;
   if (bytes.size() != group_state_bytes(bytes)) throw comm::CommError("the group's state has the wrong size", -1);
-  std::memcpy(&h, bytes.data(), sizeof h);
-  std::memcpy(global_.data(), bytes.data() + sizeof h, global_.size() * sizeof(float));
-  std::vector<float> state(static_cast<std::size_t>(h.outer_values));
-  std::memcpy(state.data(), bytes.data() + sizeof h + global_.size() * sizeof(float), state.size() * sizeof(float));
-  syncs_.front().outer->load_state(state, h.started != 0);
+  std::size_t at = 0;
+  const auto take = [&bytes, &at](void* data, std::size_t size) {
+    std::memcpy(data, bytes.data() + at, size);
+    at += size;
+  };
+  take(&h, sizeof h);
+  std::vector<std::int64_t> started(syncs_.size());
+  take(started.data(), started.size() * sizeof(std::int64_t));
+  take(global_.data(), global_.size() * sizeof(float));
+  for (std::size_t i = 0; i < syncs_.size(); ++i) {
+    std::vector<float> state(syncs_[i].outer->state().size());
+    take(state.data(), state.size() * sizeof(float));
+    syncs_[i].outer->load_state(state, started[i] != 0);
+  }
   std::vector<double> schedule(static_cast<std::size_t>(h.schedule_values));
-  std::memcpy(schedule.data(), bytes.data() + sizeof h + (global_.size() + state.size()) * sizeof(float),
-              schedule.size() * sizeof(double));
+  take(schedule.data(), schedule.size() * sizeof(double));
   try {
     scheduler_.load(schedule);
   } catch (const std::invalid_argument& e) {
@@ -108,7 +130,7 @@ int Trainer::load_group_state(std::span<const std::byte> bytes, bool take_step) 
   scheduler_.forget_sites();
   H_ = scheduler_.current_H();
   admit_next_ = h.admit_next != 0;
-  std::memcpy(inner_.params().data(), global_.data(), global_.size() * sizeof(float));
+  if (!keep_local) std::memcpy(inner_.params().data(), global_.data(), global_.size() * sizeof(float));
   if (take_step) inner_.set_step(h.inner_step);
   return static_cast<int>(h.round);
 }
@@ -122,7 +144,7 @@ void Trainer::send_group_state(int round, const std::vector<int>& to) {
   }
 }
 
-int Trainer::receive_group_state(int from, bool take_step) {
+int Trainer::receive_group_state(int from, bool take_step, bool keep_local) {
   std::vector<std::byte> state(sizeof(StateHeader));
   comms_.leaders->recv(state, from, kStateTag);
   state.resize(group_state_bytes(state) + (auth_ ? sizeof(comm::MacTag) : 0));
@@ -131,7 +153,7 @@ int Trainer::receive_group_state(int from, bool take_step) {
     throw comm::CommError("the group's state from site rank " + std::to_string(from) +
                               " failed its key check (tampered on the way?)",
                           from);
-  return load_group_state(state, take_step);
+  return load_group_state(state, take_step, keep_local);
 }
 
 // Round 1 (or a resumed run) starts from rank 0's state on every member; a
@@ -143,7 +165,7 @@ void Trainer::start_from_group() {
   if (membership_) {
     comm::Communicator& leaders = *comms_.leaders;
     if (membership_->joined_late()) {
-      position[0] = receive_group_state(0, true);
+      position[0] = receive_group_state(0, true, false);
       // Its residual held back progress of the local params it now leaves
       // for the group's: sending it later would add progress nobody kept.
       for (auto& f : syncs_) f.exchange->set_residual({});
@@ -156,7 +178,7 @@ void Trainer::start_from_group() {
       leaders.broadcast(state, 0);
       if (!unseal(state, sealing_context("state", 0, 0)))
         throw comm::CommError("the group's starting state failed its key check (tampered on the way?)", 0);
-      position[0] = load_group_state(state, true);
+      position[0] = load_group_state(state, true, false);
     }
     position[1] = inner_.step();
     position[2] = H_;
@@ -252,9 +274,12 @@ Trainer::AfterLoss Trainer::recover_or_stop(std::string why, RoundMetrics& metri
 // (true), and that one sends it.
 bool Trainer::settle(const comm::MembershipChange& change) {
   if (change.behind) {
-    receive_group_state(change.state_from, false);
-    if (change.admission_done) membership_->set_admitted(change.agreed_round);
+    const bool streaming = sync_.overlap == OverlapMode::kStreaming;
+    receive_group_state(change.state_from, false, streaming);
+    if (change.agreed_parts > 0) membership_->set_parts_done(change.agreed_round, change.agreed_parts);
+    else if (change.admission_done) membership_->set_admitted(change.agreed_round);
     else membership_->set_completed_round(change.agreed_round);
+    if (streaming) take_missed_fragments(change);
     return true;
   }
   if (comms_.leaders->rank() == change.state_from && !change.behind_ranks.empty())
@@ -271,7 +296,10 @@ void Trainer::answer_alarm() {
   busy_s_ = std::max(busy_s_, seconds_since(heard_at_));
   heard_at_ = std::chrono::steady_clock::now();
   if (!membership_->alarmed()) return;
-  if (recover_or_stop("an alarm between inner steps", between_steps_) == AfterLoss::kAdopted)
+  // Only streaming can be behind here: its fragment in flight was applied
+  // elsewhere (and now here, from the group's state).
+  if (recover_or_stop("an alarm between inner steps", between_steps_) == AfterLoss::kAdopted &&
+      sync_.overlap != OverlapMode::kStreaming)
     throw comm::CommError("a site between its inner steps was behind the group's round (a protocol error)", -1);
   // Its exchange in flight goes out again over the survivors, still behind
   // the inner steps.
