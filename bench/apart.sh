@@ -11,12 +11,19 @@
 # inner steps' time over the round's wall time; the slowest site waits for
 # nobody), H of each site, the final eval loss, the bytes all leaders sent
 # and the wall time.
+# Then delayed overlap between sites launched apart over FAULT_ROUNDS
+# (default 30) rounds, without a fault and with site 2 killed at round
+# KILL_ROUND (10; the recipe's [debug] fault_* keys) and launched again
+# when the others reach round RELAUNCH_ROUND (20; scripts/netsim
+# --relaunch): utilization of the rounds outside the two membership
+# changes, and the final eval loss against the run without the fault.
 #   bench/apart.sh [extra --set flags...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MBPS=${MBPS:-20,20,10}
 LATENCY=${LATENCY:-50,50,50}
 ROUNDS=${ROUNDS:-10}
+FAULT_ROUNDS=${FAULT_ROUNDS:-30} KILL_ROUND=${KILL_ROUND:-10} RELAUNCH_ROUND=${RELAUNCH_ROUND:-20}
 scripts/netsim --check >/dev/null 2>&1 || { echo "skipped: $(scripts/netsim --check 2>&1 | tail -1)"; exit 0; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -59,3 +66,47 @@ done
 # exposed exchange near the target share, every other site runs as many
 # steps as fit in the same time (per-site H).
 run "delayed, time-budget" budget --set sync.overlap=delayed --set sync.schedule=time-budget
+
+# The fault: the rounds of membership changes are left out with the round
+# before each (delayed overlap drains it before an admission) and after
+# (a joined site's state transfer, a redone exchange), first and last as
+# above.
+fault_common=(train recipes/streaming.toml --set outer.rounds="$FAULT_ROUNDS" --set sync.overlap=delayed "$@")
+apart_run() {  # apart_run NAME [NETSIM FLAGS...] -- [TRAIN FLAGS...]
+  local name=$1 flags=()
+  shift
+  while [[ $1 != -- ]]; do flags+=("$1"); shift; done
+  shift
+  scripts/netsim --sites 3 --mbps "$MBPS" --latency-ms "$LATENCY" --rendezvous "$out/$name" "${flags[@]}" -- \
+    "${fault_common[@]}" "$@" --set rendezvous.run_id="apart-$$-$name" >"$out/$name.log" 2>&1 ||
+    { tail -20 "$out/$name.log" "$out/$name"/site-*.log; exit 1; }
+}
+apart_run calm --
+apart_run fault --relaunch 2@"$RELAUNCH_ROUND" -- --set debug.fault_site=2 --set debug.fault_signal=kill \
+  --set debug.fault_phase=inner --set debug.fault_round="$KILL_ROUND"
+echo
+echo "Delayed overlap, sites launched apart, $FAULT_ROUNDS rounds: site 2 killed at round $KILL_ROUND, launched again at round $RELAUNCH_ROUND"
+echo
+echo "| run | rounds measured | utilization, mean | utilization, lowest | membership changes (round: what) | final eval loss | loss vs no fault |"
+echo "|---|---:|---:|---:|---|---:|---:|"
+python3 - "$out/calm/site-0/metrics.jsonl" "$out/fault/site-0/metrics.jsonl" <<'PY'
+import json, sys
+def rows_of(path):
+    rows = [json.loads(l) for l in open(path)]
+    walls = [b["wall_s"] - a["wall_s"] for a, b in zip([{"wall_s": 0.0}] + rows, rows)]
+    return rows, walls
+base = None
+for label, path in (("no fault", sys.argv[1]), ("site 2 killed and launched again", sys.argv[2])):
+    rows, walls = rows_of(path)
+    changed = {r["round"] for r in rows if r.get("membership")}
+    skip = {c + d for c in changed for d in (-1, 0, 1)} | {rows[0]["round"], rows[-1]["round"]}
+    util = [max(s * n for s, n in zip(r["site_step_s"], r["site_steps"])) / w
+            for r, w in zip(rows, walls) if r["round"] not in skip]
+    events = "; ".join(f'{r["round"]}: ' + ", ".join(
+        ("lost " + "/".join(m["left"])) if m.get("left") else ("joined " + "/".join(m.get("joined", [])))
+        for m in r["membership"]) for r in rows if r.get("membership")) or "none"
+    loss = rows[-1]["eval_loss"]
+    base = base or loss
+    print(f"| {label} | {len(util)} | {sum(util) / len(util):.3f} | {min(util):.3f} | {events} | {loss:.4f} | "
+          f"{100 * (loss / base - 1):+.2f}% |")
+PY
