@@ -12,7 +12,8 @@
 #    SYNC_OVERLAP=delayed overlaps each round's exchange with the next
 #    round's inner steps (sync.overlap); SYNC_OVERLAP=streaming syncs the
 #    model in 2 fragments inside each round, each overlapping a quarter of
-#    the round's steps.
+#    the round's steps; SYNC_MODE=data-parallel averages every inner
+#    step's gradients instead (sync.mode).
 # Both read the cell's dir, run, n (sites), rounds and round_s, and
 # `capacity` (sites the run may hold: n, or n + 1 with a newcomer).
 # Each function takes a site by NAME (its log is DIR/NAME.log).
@@ -40,6 +41,7 @@ if [[ $(basename "$SITE") == diloco ]]; then
     H=$(steps_for "$round_s")
     [[ -n ${SYNC_OVERLAP:-} ]] && overlap=(--set sync.overlap="$SYNC_OVERLAP")
     [[ ${SYNC_OVERLAP:-} == streaming ]] && overlap+=(--set sync.fragments=2 --set sync.overlap_steps=$((H / 4)))
+    [[ -n ${SYNC_MODE:-} ]] && overlap+=(--set sync.mode="$SYNC_MODE")
     echo "$out" >"$dir/$1.out"
     ( timeout 240 "$MPIRUN" --ompi-server "file:$work/uri" -np 1 --bind-to none "$SITE" train "$work/recipe.toml" \
         --set rendezvous.site="$2" --set run.out_dir="$out" --set rendezvous.run_id="$run" \

@@ -65,11 +65,8 @@ void check_rendezvous(Recipe& r, const Locate& locate) {
                       ") is above topology.sites (" + std::to_string(sites) + ")");
   if (z.run_id.empty()) z.run_id = r.run.name;
   if (z.site_name.empty()) z.site_name = "site-" + std::to_string(z.site);
-  refuse_set({{"topology.site_by", r.topology.site_by != "block"},
-              {"sync.mode", r.sync.mode != outer::SyncMode::kDiLoCo}},
-             locate,
-             " is not supported with topology.join = \"rendezvous\" (each launch is one site over real links, "
-             "trained by DiLoCo)");
+  refuse_set({{"topology.site_by", r.topology.site_by != "block"}}, locate,
+             " is not supported with topology.join = \"rendezvous\" (each launch is one site by definition)");
 }
 
 

@@ -149,9 +149,9 @@ class Membership {
   // How far this site got with the group, what a recovery compares: the
   // newest round it completed (exchange and report done), whether it also
   // finished that round's admission, and how many sync points of the next
-  // round it has done since (streaming: fragments applied, at most
-  // kMaxParts - 1; each implies the admission before it).
-  static constexpr std::int64_t kMaxParts = 1024;
+  // round it has done since (streaming: fragments applied; data-parallel:
+  // inner steps; at most kMaxParts - 1; each implies the admission before it).
+  static constexpr std::int64_t kMaxParts = std::int64_t{1} << 20;
   void set_completed_round(std::int64_t round) { progress_ = 2 * (round * kMaxParts); }
   void set_admitted(std::int64_t round) { progress_ = 2 * (round * kMaxParts) + 1; }
   void set_parts_done(std::int64_t completed_round, int parts) {

@@ -97,6 +97,7 @@ void Trainer::install_data_parallel(Exchange* exchange) {
 }
 
 Trainer::~Trainer() {
+  if (data_parallel_) data_parallel_->set_recovery(nullptr);
   if (data_parallel_) inner_.set_gradient_sync(nullptr);
   // An exchange still in flight (an error unwound the round) finishes before
   // its buffers go away; the wait is timed like any other.
@@ -187,6 +188,7 @@ RunSummary Trainer::run(const Hooks& hooks) {
 
 inner::InnerStats Trainer::run_steps(int round, int steps, int first_step, const Hooks& hooks) {
   between_steps_.round = round;  // what an alarm answered between them recovers from
+  if (first_step == 0) steps_done_ = 0;
   return inner_.run(steps, [&](int step, double loss) {
     if (first_step + step == H_ / 2) at_phase("inner", round);
     answer_alarm();

@@ -212,8 +212,8 @@ class Trainer {
   // flight at a change of membership is sent again by every survivor, and
   // a round drains before an admission; streaming: a fragment's exchange
   // is sent again by every survivor unless one applied it, whose state the
-  // others then take (docs/membership.md, "Overlap"). Needs sync.mode
-  // DiLoCo (throws std::invalid_argument).
+  // others then take (docs/membership.md, "Overlap"); data-parallel: a
+  // step's exchange likewise, inside the step.
   void use_membership(comm::Membership* leader_membership);
 
   // The global parameters after the last outer step (site leaders only).
@@ -324,6 +324,11 @@ class Trainer {
   void finish_fragment(std::size_t i, int round, RoundSync& sync);
   void take_missed_fragments(const comm::MembershipChange& change);
   void mix_fragment(const FragmentSync& f);
+  // Data parallelism between sites launched apart (trainer_data_parallel.cpp).
+  class StepRecovery;
+  void use_step_recovery();
+  void send_step_average(const std::vector<int>& to);
+  void receive_step_average(int from);
   bool overlapped_membership() const { return membership_ && sync_.overlap != OverlapMode::kNone; }
   bool delayed_membership() const { return membership_ && sync_.overlap == OverlapMode::kDelayed; }
   void report(const inner::InnerStats& stats, const RoundSync& sync, RoundMetrics& metrics);
@@ -386,6 +391,13 @@ class Trainer {
   // Streaming: fragments of this round applied, as the membership's
   // progress says (set_parts_done).
   int parts_done_ = 0;
+  // Data parallelism between sites launched apart: inner steps of this
+  // round applied (the membership's progress), the last step's average
+  // (sent to a survivor behind, or taken from one ahead), and the hooks
+  // its gradient sync recovers through.
+  int steps_done_ = 0;
+  std::vector<float> step_average_;
+  std::unique_ptr<DataParallelSync::Recovery> step_recovery_;
 };
 
 }  // namespace diloco::outer

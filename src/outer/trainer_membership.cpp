@@ -23,14 +23,12 @@ struct StateHeader {
   std::int64_t inner_step = 0;    // the sender's inner step counter
   std::int64_t schedule_values = 0;  // the H schedule's state (scheduler.h), after the outer state
   std::int64_t admit_next = 0;    // delayed overlap: the next round drains for a newcomer
+  std::int64_t inner_state = 0;   // data-parallel: bytes of the inner optimizer's state, last
 };
 
 }  // namespace
 
 void Trainer::use_membership(comm::Membership* leader_membership) {
-  if (sync_.mode != SyncMode::kDiLoCo)
-    throw std::invalid_argument("sites launched apart (topology.join = \"rendezvous\") train DiLoCo: "
-                                "sync.mode = \"diloco\"");
   if (comms_.topology.is_leader() && !leader_membership)
     throw std::invalid_argument("a site leader needs the membership");
   // The comm thread's channel must be the membership's, remade with it.
@@ -39,6 +37,7 @@ void Trainer::use_membership(comm::Membership* leader_membership) {
                                 "exchange channel (comm::JoinConfig::exchange_channel)");
   rendezvous_ = true;
   membership_ = comms_.topology.is_leader() ? leader_membership : nullptr;
+  use_step_recovery();
 }
 
 // What a site needs to train on from here: the round, the global params,
@@ -53,23 +52,31 @@ std::vector<std::byte> Trainer::group_state(int round) const {
     outer.insert(outer.end(), f.outer->state().begin(), f.outer->state().end());
   }
   const auto schedule = scheduler_.state();
+  // Data parallelism applies every step on every site: a site that joins
+  // needs the group's optimizer state too (DiLoCo's stays each site's own).
+  const std::string inner = data_parallel_ ? inner_.save_state() : std::string();
   StateHeader h{round,
                 static_cast<std::int64_t>(syncs_.size()),
                 static_cast<std::int64_t>(outer.size()),
                 static_cast<std::int64_t>(global_.size()),
                 inner_.step(),
                 static_cast<std::int64_t>(schedule.size()),
-                admit_next_ ? 1 : 0};
-  std::vector<std::byte> out;
-  const auto put = [&out](const void* data, std::size_t bytes) {
-    const auto* p = static_cast<const std::byte*>(data);
-    out.insert(out.end(), p, p + bytes);
+                admit_next_ ? 1 : 0,
+                static_cast<std::int64_t>(inner.size())};
+  std::vector<std::byte> out(sizeof h + started.size() * sizeof(std::int64_t) +
+                             (global_.size() + outer.size()) * sizeof(float) + schedule.size() * sizeof(double) +
+                             inner.size());
+  std::size_t at = 0;
+  const auto put = [&out, &at](const void* data, std::size_t bytes) {
+    if (bytes > 0) std::memcpy(out.data() + at, data, bytes);
+    at += bytes;
   };
   put(&h, sizeof h);
   put(started.data(), started.size() * sizeof(std::int64_t));
   put(global_.data(), global_.size() * sizeof(float));
   put(outer.data(), outer.size() * sizeof(float));
   put(schedule.data(), schedule.size() * sizeof(double));
+  put(inner.data(), inner.size());
   return out;
 }
 
@@ -84,18 +91,21 @@ std::size_t Trainer::group_state_bytes(std::span<const std::byte> header) const 
   if (h.params != static_cast<std::int64_t>(global_.size()) ||
       h.fragments != static_cast<std::int64_t>(syncs_.size()) || h.outer_values != outer_values || h.round < 0 ||
       h.inner_step < 0 || h.schedule_values < static_cast<std::int64_t>(Scheduler::state_values(0)) ||
+      h.inner_state < 0 || (!data_parallel_ && h.inner_state != 0) ||
+      h.inner_state > 4 * h.params * static_cast<std::int64_t>(sizeof(float)) + (1 << 20) ||
       h.schedule_values > static_cast<std::int64_t>(
                               Scheduler::state_values(static_cast<std::size_t>(comms_.topology.num_sites))))
     throw comm::CommError("the group's state does not fit this site's model (" + std::to_string(h.params) +
                               " params, " + std::to_string(h.fragments) + " fragments, " +
                               std::to_string(h.outer_values) + " outer values, " +
-                              std::to_string(h.schedule_values) + " schedule values; this site has " +
+                              std::to_string(h.schedule_values) + " schedule values, " +
+                              std::to_string(h.inner_state) + " bytes of inner state; this site has " +
                               std::to_string(global_.size()) + " params, " + std::to_string(syncs_.size()) +
                               " fragments, " + std::to_string(outer_values) + " outer values)",
                           -1);
   return sizeof h + static_cast<std::size_t>(h.fragments) * sizeof(std::int64_t) +
          static_cast<std::size_t>(h.params + h.outer_values) * sizeof(float) +
-         static_cast<std::size_t>(h.schedule_values) * sizeof(double);
+         static_cast<std::size_t>(h.schedule_values) * sizeof(double) + static_cast<std::size_t>(h.inner_state);
 }
 
 // Takes a state group_state() wrote; returns its round. `take_step`: the
@@ -121,6 +131,15 @@ int Trainer::load_group_state(std::span<const std::byte> bytes, bool take_step, 
   }
   std::vector<double> schedule(static_cast<std::size_t>(h.schedule_values));
   take(schedule.data(), schedule.size() * sizeof(double));
+  if (h.inner_state > 0) {
+    std::string inner(static_cast<std::size_t>(h.inner_state), '\0');
+    take(inner.data(), inner.size());
+    try {
+      inner_.load_state(inner);
+    } catch (const std::exception& e) {
+      throw comm::CommError(std::string("the group's inner optimizer state: ") + e.what(), -1);
+    }
+  }
   try {
     scheduler_.load(schedule);
   } catch (const std::invalid_argument& e) {
@@ -273,6 +292,15 @@ Trainer::AfterLoss Trainer::recover_or_stop(std::string why, RoundMetrics& metri
 // them completed: one behind takes the state of the one that holds it
 // (true), and that one sends it.
 bool Trainer::settle(const comm::MembershipChange& change) {
+  // Data parallelism inside a round: the agreed step's average is all a
+  // site behind needs (its gradient sync applies it and says so).
+  const bool step = data_parallel_ && change.agreed_parts > 0;
+  if (step) {
+    if (change.behind) receive_step_average(change.state_from);
+    else if (comms_.leaders->rank() == change.state_from && !change.behind_ranks.empty())
+      send_step_average(change.behind_ranks);
+    return change.behind;
+  }
   if (change.behind) {
     const bool streaming = sync_.overlap == OverlapMode::kStreaming;
     receive_group_state(change.state_from, false, streaming);

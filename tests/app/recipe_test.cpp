@@ -331,14 +331,15 @@ TEST(RecipeTest, CodecAndOptimizerKeysApplyWhereTheyAreRead) {
   EXPECT_NE(error_of("", {"inner.optimizer=sgd"}).find("inner.optimizer"), std::string::npos);
 }
 
-TEST(RecipeTest, SitesLaunchedApartTakeBothOverlapsButNotDataParallel) {
+TEST(RecipeTest, SitesLaunchedApartTakeEverySyncModeButNotSiteBy) {
   const std::string rdv = "[topology]\njoin = \"rendezvous\"\nsites = 3\n[rendezvous]\nsite = 1\n";
   EXPECT_EQ(parse_recipe(rdv, "t.toml", {"sync.overlap=delayed"}).sync.overlap, diloco::outer::OverlapMode::kDelayed);
   EXPECT_EQ(parse_recipe(rdv, "t.toml", {"sync.overlap=streaming", "sync.fragments=2", "sync.overlap_steps=1"})
                 .sync.overlap,
             diloco::outer::OverlapMode::kStreaming);
-  const auto e = error_of(rdv, {"sync.mode=data-parallel"});
-  EXPECT_NE(e.find("sync.mode"), std::string::npos) << e;
+  EXPECT_EQ(parse_recipe(rdv, "t.toml", {"sync.mode=data-parallel"}).sync.mode, diloco::outer::SyncMode::kDataParallel);
+  const auto e = error_of(rdv, {"topology.site_by=node"});
+  EXPECT_NE(e.find("topology.site_by"), std::string::npos) << e;
   EXPECT_NE(e.find("is not supported with topology.join = \"rendezvous\""), std::string::npos) << e;
 }
 
