@@ -6,7 +6,8 @@
 # blocking and delayed overlap, each as one mpirun spanning the three
 # namespaces ("world") and as three sites each its own mpirun joined
 # through a rendezvous ("apart"); streaming overlap likewise, and delayed
-# overlap with H planned per site (sync.schedule = "time-budget"). Per run: the middle rounds' (2..N-1: the
+# overlap with H planned per site (sync.schedule = "time-budget"), and data
+# parallelism as the baseline. Per run: the middle rounds' (2..N-1: the
 # first evaluates, the last drains) utilization of the slowest site (its
 # inner steps' time over the round's wall time; the slowest site waits for
 # nobody), H of each site, the final eval loss, the bytes all leaders sent
@@ -66,12 +67,20 @@ done
 # exposed exchange near the target share, every other site runs as many
 # steps as fit in the same time (per-site H).
 run "delayed, time-budget" budget --set sync.overlap=delayed --set sync.schedule=time-budget
+# The baseline: data parallelism (every step's gradients averaged, same
+# codec) over the same links, with the keys it takes no use for reset.
+run "data-parallel" dp --set sync.mode=data-parallel --set sync.overlap=none --set sync.fragments=1 \
+  --set sync.overlap_steps=0 --set outer.momentum=0.9
 
 # The fault: the rounds of membership changes are left out with the round
 # before each (delayed overlap drains it before an admission) and after
 # (a joined site's state transfer, a redone exchange), first and last as
 # above.
-fault_common=(train recipes/streaming.toml --set outer.rounds="$FAULT_ROUNDS" --set sync.overlap=delayed "$@")
+# A wait between sites gives up after 5 s (sync.timeout_s; the default 300 s
+# is for real links): a killed site whose sockets closed is noticed at once,
+# one whose death no socket reported at the deadline.
+fault_common=(train recipes/streaming.toml --set outer.rounds="$FAULT_ROUNDS" --set sync.overlap=delayed
+  --set sync.timeout_s=5 "$@")
 apart_run() {  # apart_run NAME [NETSIM FLAGS...] -- [TRAIN FLAGS...]
   local name=$1 flags=()
   shift

@@ -960,7 +960,7 @@ def apart(q):
     util = {}
     for line in out.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 6 and cells[0].startswith(("none,", "delayed,", "streaming,")):
+        if len(cells) == 6 and cells[0].startswith(("none,", "delayed,", "streaming,", "data-parallel,")):
             util[cells[0]] = (float(cells[1]), cells[2])
     verdicts = []
     for mode in ("delayed", "streaming"):
@@ -968,6 +968,15 @@ def apart(q):
         verdicts.append(f"{mode} {mine:.3f} against {world:.3f} ({yes(mine >= world)}; "
                         f"at least 0.90: {yes(mine >= 0.90)})")
     budget_H = util["delayed, time-budget, sites launched apart"][1].split("/")
+    rows = {}
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and cells[0].endswith("sites launched apart"):
+            rows[cells[0]] = cells
+    dp, dl = rows["data-parallel, sites launched apart"], rows["delayed, sites launched apart"]
+    dp_verdict = (f"delayed DiLoCo {float(dl[4]):.1f} MB against data parallelism's {float(dp[4]):.1f} MB "
+                  f"({float(dp[4]) / float(dl[4]):.0f}x fewer), final eval loss {float(dl[3]):.4f} against "
+                  f"{float(dp[3]):.4f}, wall {float(dl[5]):.1f} s against {float(dp[5]):.1f} s")
     fault = {}
     for line in out.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -989,7 +998,9 @@ the three namespaces and as three sites launched apart (each its own
 mpirun, joined through `ompi-server`); then delayed overlap with H
 planned from the measured links and steps (`sync.schedule =
 "time-budget"`: the fastest site's H keeps the exposed exchange near the
-target share, each other site runs the steps that fit in the same time).
+target share, each other site runs the steps that fit in the same time);
+then data parallelism (every step's gradients averaged, same codec) as the
+baseline.
 Utilization: the slowest site's
 inner-step time over the round's wall time, all rounds but the first
 (it evaluates) and the last (it drains); the slowest site waits for nobody. Sites
@@ -1008,8 +1019,8 @@ exchange is the same collective, paced by the slowest link, so the link
 sets the common H and the sites' step times set their differences.
 A site lost and launched again, rounds outside the membership changes
 (the round before, of and after each): {fault_verdict}.
-Not measured here yet: the data-parallel baseline between sites launched
-apart (refused there).
+Against the baseline between sites launched apart, on the same links:
+{dp_verdict}.
 """
 
 

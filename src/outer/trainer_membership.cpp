@@ -29,6 +29,9 @@ struct StateHeader {
 }  // namespace
 
 void Trainer::use_membership(comm::Membership* leader_membership) {
+  if (data_parallel_ && sync_.H >= comm::Membership::kMaxParts)
+    throw std::invalid_argument("data parallelism between sites launched apart counts a round's steps as its "
+                                "progress: sync.H must be below " + std::to_string(comm::Membership::kMaxParts));
   if (comms_.topology.is_leader() && !leader_membership)
     throw std::invalid_argument("a site leader needs the membership");
   // The comm thread's channel must be the membership's, remade with it.
