@@ -305,8 +305,11 @@ bool Trainer::settle(const comm::MembershipChange& change) {
     return change.behind;
   }
   if (change.behind) {
+    // Overlapped, the local params stay: streaming mixes in the fragments
+    // it missed; delayed measures its own progress of the round from them
+    // (sync_delayed, adopted) and keeps it on top of the group's params.
     const bool streaming = sync_.overlap == OverlapMode::kStreaming;
-    receive_group_state(change.state_from, false, streaming);
+    receive_group_state(change.state_from, false, sync_.overlap != OverlapMode::kNone);
     if (change.agreed_parts > 0) membership_->set_parts_done(change.agreed_round, change.agreed_parts);
     else if (change.admission_done) membership_->set_admitted(change.agreed_round);
     else membership_->set_completed_round(change.agreed_round);
