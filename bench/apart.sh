@@ -29,18 +29,57 @@ scripts/netsim --check >/dev/null 2>&1 || { echo "skipped: $(scripts/netsim --ch
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-summarize() {  # summarize LABEL METRICS_JSONL
-  python3 - "$@" <<'PY'
+# The tables, from the sites' metrics.jsonl: one row per run (summarize),
+# and the fault run against the run without it (fault).
+cat >"$out/tables.py" <<'PY'
 import json, sys
-label, path = sys.argv[1], sys.argv[2]
-rows = [json.loads(l) for l in open(path)]
-walls = [b["wall_s"] - a["wall_s"] for a, b in zip([{"wall_s": 0.0}] + rows, rows)]
-mid = list(zip(rows, walls))[1:-1]
-slow = sum(max(s * n for s, n in zip(r["site_step_s"], r["site_steps"])) / w for r, w in mid) / len(mid)
-last = rows[-1]
-hs = "/".join(str(h) for h in (last.get("next_site_H") or [last["H"]]))
-print(f"| {label} | {slow:.3f} | {hs} | {last['eval_loss']:.4f} | {last['bytes_sent'] / 1e6:.1f} | {last['wall_s']:.1f} |")
+
+def rounds_of(path):  # each round's row and wall time
+    rows = [json.loads(l) for l in open(path)]
+    walls = [b["wall_s"] - a["wall_s"] for a, b in zip([{"wall_s": 0.0}] + rows, rows)]
+    return rows, walls
+
+def busy(row, wall):  # the slowest site's inner-step time over the round's wall time
+    return max(s * n for s, n in zip(row["site_step_s"], row["site_steps"])) / wall
+
+def summarize(label, path):
+    rows, walls = rounds_of(path)
+    mid = list(zip(rows, walls))[1:-1]
+    slow = sum(busy(r, w) for r, w in mid) / len(mid)
+    last = rows[-1]
+    hs = "/".join(str(h) for h in (last.get("next_site_H") or [last["H"]]))
+    print(f"| {label} | {slow:.3f} | {hs} | {last['eval_loss']:.4f} | {last['bytes_sent'] / 1e6:.1f} | "
+          f"{last['wall_s']:.1f} |")
+
+def fault(calm, hit):
+    base = None
+    for label, path in (("no fault", calm), ("site 2 killed and launched again", hit)):
+        rows, walls = rounds_of(path)
+        changed = {r["round"] for r in rows if r.get("membership")}
+        skip = {c + d for c in changed for d in (-1, 0, 1)} | {rows[0]["round"], rows[-1]["round"]}
+        util = [busy(r, w) for r, w in zip(rows, walls) if r["round"] not in skip]
+        events = "; ".join(f'{r["round"]}: ' + ", ".join(
+            ("lost " + "/".join(m["left"])) if m.get("left") else ("joined " + "/".join(m.get("joined", [])))
+            for m in r["membership"]) for r in rows if r.get("membership")) or "none"
+        loss = rows[-1]["eval_loss"]
+        base = base or loss
+        print(f"| {label} | {len(util)} | {sum(util) / len(util):.3f} | {min(util):.3f} | {events} | {loss:.4f} | "
+              f"{100 * (loss / base - 1):+.2f}% |")
+
+{"summarize": summarize, "fault": fault}[sys.argv[1]](*sys.argv[2:])
 PY
+summarize() { python3 "$out/tables.py" summarize "$@"; }  # summarize LABEL METRICS_JSONL
+
+# apart NAME [NETSIM FLAGS...] -- TRAIN ARGS...: three sites launched apart
+# (their folders and logs under $out/NAME).
+apart() {
+  local name=$1 flags=()
+  shift
+  while [[ $1 != -- ]]; do flags+=("$1"); shift; done
+  shift
+  scripts/netsim --sites 3 --mbps "$MBPS" --latency-ms "$LATENCY" --rendezvous "$out/$name" "${flags[@]}" -- \
+    "$@" --set rendezvous.run_id="apart-$$-$name" >"$out/$name.log" 2>&1 ||
+    { tail -20 "$out/$name.log" "$out/$name"/site-*.log; exit 1; }
 }
 
 echo "3 sites at $MBPS Mbit/s, $LATENCY ms; recipes/streaming.toml on 3 sites, $ROUNDS rounds $*"
@@ -55,9 +94,7 @@ run() {
   scripts/netsim --sites 3 --mbps "$MBPS" --latency-ms "$LATENCY" -- "${common[@]}" "$@" \
     --set run.out_dir="$out/world-$name" >"$out/world-$name.log" 2>&1 || { tail -20 "$out/world-$name.log"; exit 1; }
   summarize "$label, one mpirun" "$out/world-$name/metrics.jsonl"
-  scripts/netsim --sites 3 --mbps "$MBPS" --latency-ms "$LATENCY" --rendezvous "$out/apart-$name" -- "${common[@]}" \
-    "$@" --set rendezvous.run_id="apart-$$-$name" >"$out/apart-$name.log" 2>&1 ||
-    { tail -20 "$out/apart-$name.log" "$out/apart-$name"/site-*.log; exit 1; }
+  apart "apart-$name" -- "${common[@]}" "$@"
   summarize "$label, sites launched apart" "$out/apart-$name/site-0/metrics.jsonl"
 }
 for mode in none delayed streaming; do
@@ -81,41 +118,12 @@ run "data-parallel" dp --set sync.mode=data-parallel --set sync.overlap=none --s
 # one whose death no socket reported at the deadline.
 fault_common=(train recipes/streaming.toml --set outer.rounds="$FAULT_ROUNDS" --set sync.overlap=delayed
   --set sync.timeout_s=5 "$@")
-apart_run() {  # apart_run NAME [NETSIM FLAGS...] -- [TRAIN FLAGS...]
-  local name=$1 flags=()
-  shift
-  while [[ $1 != -- ]]; do flags+=("$1"); shift; done
-  shift
-  scripts/netsim --sites 3 --mbps "$MBPS" --latency-ms "$LATENCY" --rendezvous "$out/$name" "${flags[@]}" -- \
-    "${fault_common[@]}" "$@" --set rendezvous.run_id="apart-$$-$name" >"$out/$name.log" 2>&1 ||
-    { tail -20 "$out/$name.log" "$out/$name"/site-*.log; exit 1; }
-}
-apart_run calm --
-apart_run fault --relaunch 2@"$RELAUNCH_ROUND" -- --set debug.fault_site=2 --set debug.fault_signal=kill \
-  --set debug.fault_phase=inner --set debug.fault_round="$KILL_ROUND"
+apart calm -- "${fault_common[@]}"
+apart fault --relaunch 2@"$RELAUNCH_ROUND" -- "${fault_common[@]}" --set debug.fault_site=2 \
+  --set debug.fault_signal=kill --set debug.fault_phase=inner --set debug.fault_round="$KILL_ROUND"
 echo
 echo "Delayed overlap, sites launched apart, $FAULT_ROUNDS rounds: site 2 killed at round $KILL_ROUND, launched again at round $RELAUNCH_ROUND"
 echo
 echo "| run | rounds measured | utilization, mean | utilization, lowest | membership changes (round: what) | final eval loss | loss vs no fault |"
 echo "|---|---:|---:|---:|---|---:|---:|"
-python3 - "$out/calm/site-0/metrics.jsonl" "$out/fault/site-0/metrics.jsonl" <<'PY'
-import json, sys
-def rows_of(path):
-    rows = [json.loads(l) for l in open(path)]
-    walls = [b["wall_s"] - a["wall_s"] for a, b in zip([{"wall_s": 0.0}] + rows, rows)]
-    return rows, walls
-base = None
-for label, path in (("no fault", sys.argv[1]), ("site 2 killed and launched again", sys.argv[2])):
-    rows, walls = rows_of(path)
-    changed = {r["round"] for r in rows if r.get("membership")}
-    skip = {c + d for c in changed for d in (-1, 0, 1)} | {rows[0]["round"], rows[-1]["round"]}
-    util = [max(s * n for s, n in zip(r["site_step_s"], r["site_steps"])) / w
-            for r, w in zip(rows, walls) if r["round"] not in skip]
-    events = "; ".join(f'{r["round"]}: ' + ", ".join(
-        ("lost " + "/".join(m["left"])) if m.get("left") else ("joined " + "/".join(m.get("joined", [])))
-        for m in r["membership"]) for r in rows if r.get("membership")) or "none"
-    loss = rows[-1]["eval_loss"]
-    base = base or loss
-    print(f"| {label} | {len(util)} | {sum(util) / len(util):.3f} | {min(util):.3f} | {events} | {loss:.4f} | "
-          f"{100 * (loss / base - 1):+.2f}% |")
-PY
+python3 "$out/tables.py" fault "$out/calm/site-0/metrics.jsonl" "$out/fault/site-0/metrics.jsonl"

@@ -957,32 +957,23 @@ def apart(q):
 
 {out.strip()}
 """
-    util = {}
-    for line in out.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 6 and cells[0].startswith(("none,", "delayed,", "streaming,", "data-parallel,")):
-            util[cells[0]] = (float(cells[1]), cells[2])
-    verdicts = []
-    for mode in ("delayed", "streaming"):
-        mine, world = util[f"{mode}, sites launched apart"][0], util[f"{mode}, one mpirun"][0]
-        verdicts.append(f"{mode} {mine:.3f} against {world:.3f} ({yes(mine >= world)}; "
-                        f"at least 0.90: {yes(mine >= 0.90)})")
-    budget_H = util["delayed, time-budget, sites launched apart"][1].split("/")
+    # Both tables' rows by their first cell.
     rows = {}
     for line in out.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 6 and cells[0].endswith("sites launched apart"):
+        if line.startswith("| ") and not line.startswith("| run "):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
             rows[cells[0]] = cells
+    verdicts = []
+    for mode in ("delayed", "streaming"):
+        mine, world = float(rows[f"{mode}, sites launched apart"][1]), float(rows[f"{mode}, one mpirun"][1])
+        verdicts.append(f"{mode} {mine:.3f} against {world:.3f} ({yes(mine >= world)}; "
+                        f"at least 0.90: {yes(mine >= 0.90)})")
+    budget_H = rows["delayed, time-budget, sites launched apart"][2].split("/")
     dp, dl = rows["data-parallel, sites launched apart"], rows["delayed, sites launched apart"]
     dp_verdict = (f"delayed DiLoCo {float(dl[4]):.1f} MB against data parallelism's {float(dp[4]):.1f} MB "
                   f"({float(dp[4]) / float(dl[4]):.0f}x fewer), final eval loss {float(dl[3]):.4f} against "
                   f"{float(dp[3]):.4f}, wall {float(dl[5]):.1f} s against {float(dp[5]):.1f} s")
-    fault = {}
-    for line in out.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 7 and cells[0] in ("no fault", "site 2 killed and launched again"):
-            fault[cells[0]] = cells
-    calm, hit = fault["no fault"], fault["site 2 killed and launched again"]
+    calm, hit = rows["no fault"], rows["site 2 killed and launched again"]
     lowest, loss_off = float(hit[3]), float(hit[6].rstrip("%"))
     fault_verdict = (f"the lowest {lowest:.3f} against {float(calm[3]):.3f} without the fault "
                      f"(at least 0.90: {yes(lowest >= 0.90)}); final eval loss {loss_off:+.2f}% "

@@ -97,8 +97,10 @@ void Trainer::install_data_parallel(Exchange* exchange) {
 }
 
 Trainer::~Trainer() {
-  if (data_parallel_) data_parallel_->set_recovery(nullptr);
-  if (data_parallel_) inner_.set_gradient_sync(nullptr);
+  if (data_parallel_) {
+    data_parallel_->set_recovery(nullptr);
+    inner_.set_gradient_sync(nullptr);
+  }
   // An exchange still in flight (an error unwound the round) finishes before
   // its buffers go away; the wait is timed like any other.
   comm::Watchdog::Guard guard(comms_.leaders ? comms_.leaders->watchdog() : nullptr, "an exchange in flight (unwinding)");

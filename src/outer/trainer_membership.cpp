@@ -113,8 +113,9 @@ std::size_t Trainer::group_state_bytes(std::span<const std::byte> header) const 
 
 // Takes a state group_state() wrote; returns its round. `take_step`: the
 // site also takes the sender's inner step counter (it joins a run under
-// way). `keep_local`: the local params stay (streaming: a site behind by a
-// fragment mixes in only what it missed); else they become the global ones.
+// way). `keep_local`: the local params stay (overlapped: a site behind
+// mixes in the fragment it missed, or measures its own progress of the
+// round from them); else they become the global ones.
 int Trainer::load_group_state(std::span<const std::byte> bytes, bool take_step, bool keep_local) {
   StateHeader h;
   if (bytes.size() != group_state_bytes(bytes)) throw comm::CommError("the group's state has the wrong size", -1);
