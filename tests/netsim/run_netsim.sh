@@ -76,4 +76,9 @@ leftover=$(ip netns list | grep -c '^dn[0-9]*s[0-9]' || true)
 [[ $leftover -eq 0 ]] && pass "namespaces torn down" || fail "$leftover namespaces left behind"
 expect_exit 2 "--mbps needs 3" "netsim refuses a bandwidth list of the wrong length" -- \
   scripts/netsim --sites 3 --mbps 40,20 -- probe recipes/cross-dc-3site.toml
+expect_exit 2 "--relaunch must be SITE@ROUND with SITE below 3" "netsim refuses a relaunch of a site it has not" -- \
+  scripts/netsim --sites 3 --mbps 40,20,10 --rendezvous "$WORK/bad" --relaunch 3@5 -- train recipes/quickstart.toml
+expect_exit 2 "--relaunch needs --rendezvous" "netsim refuses a relaunch in one job" -- \
+  scripts/netsim --sites 3 --mbps 40,20,10 --relaunch 1@5 -- train recipes/quickstart.toml
+[[ ! -e $WORK/bad ]] && pass "a refused netsim run created nothing" || fail "a refused netsim run created $WORK/bad"
 finish
