@@ -67,6 +67,11 @@ ClusterSites read_cluster_sites(const std::string& path, double gap, int recipe_
     std::printf("%5d %-16s %-8s %10.2f %10.4f\n", node.rank, node.host.c_str(), node.device.c_str(),
                 node.memory_bytes / 1e9, node.step_s);
   auto sites = plan::cluster_sites(cluster, gap, recipe_sites);
+  if (sites.partition.launched) {
+    std::printf("sites launched apart: %s", sites.partition.explanation.c_str());
+    std::printf("to train on them: launch each site as it was probed (topology.join = \"rendezvous\")\n\n");
+    return sites;
+  }
   std::printf("sites by links (topology.link_gap = %.1f):\n%s", gap, sites.partition.explanation.c_str());
   if (sites.partition.blocks) {
     std::printf("one site by links; planning the recipe's topology.sites = %d as blocks of ranks instead\n",

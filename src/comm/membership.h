@@ -186,6 +186,13 @@ class Membership {
   // strict majority of the last membership.
   MembershipChange recover(const std::string& why);
 
+  // Collective over the members, for a group that is done (a probe, once it
+  // has measured): once every member is here, the name service forgets that
+  // the run started, so the same run id forms a new group at once. (A group
+  // that ends otherwise leaves the mark: its founder, launched again, waits
+  // for a live group before it founds one; docs/membership.md.)
+  void end_run();
+
  private:
   struct Knock {
     DoorSocket socket;             // the newcomer's door connection

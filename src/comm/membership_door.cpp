@@ -149,6 +149,21 @@ std::vector<Membership::Knock> Membership::take_knocks() {
   return out;
 }
 
+// The name service may be out of reach: the withdrawal gets kHandshakeS.
+void Membership::end_run() {
+  leaders_->barrier();
+  if (leaders_->rank() != 0) return;
+  auto done = std::make_shared<std::promise<void>>();
+  auto withdrawn = done->get_future();
+  std::thread([done, started = name("started")] {
+    MPI_Unpublish_name(started.c_str(), MPI_INFO_NULL, "1");
+    done->set_value();
+  }).detach();
+  if (withdrawn.wait_for(std::chrono::duration<double>(kHandshakeS)) != std::future_status::ready)
+    std::fprintf(stderr, "diloco: the rendezvous did not answer within %.0f s; run \"%s\" stays marked as "
+                 "started\n", kHandshakeS, config_.run_id.c_str());
+}
+
 // Withdraws the door from the name service and stops its thread; queued
 // newcomers see their connection close and look for the next keeper's door.
 void Membership::close_door() {

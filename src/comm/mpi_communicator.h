@@ -191,8 +191,10 @@ struct NodeRank {
 };
 NodeRank node_rank(const MpiCommunicator& comm);
 
-// Every rank's node name, indexed by world rank: DILOCO_NODE_NAME when set
-// (a launcher that names nodes itself, or tests), else MPI_Get_processor_name.
+// This rank's node name: DILOCO_NODE_NAME when set (a launcher that names
+// nodes itself, or tests), else MPI_Get_processor_name.
+std::string node_name();
+// Every rank's node name, indexed by world rank.
 std::vector<std::string> gather_node_names(Communicator& world);
 
 }  // namespace diloco::comm

@@ -25,16 +25,16 @@ NodeRank node_rank(const MpiCommunicator& comm) {
   return out;
 }
 
+std::string node_name() {
+  if (const char* name = std::getenv("DILOCO_NODE_NAME"); name && *name) return name;
+  char buf[MPI_MAX_PROCESSOR_NAME] = {0};
+  int length = 0;
+  DILOCO_MPI_CHECK(MPI_Get_processor_name(buf, &length));
+  return std::string(buf, static_cast<std::size_t>(length));
+}
+
 std::vector<std::string> gather_node_names(Communicator& world) {
-  std::string mine;
-  if (const char* name = std::getenv("DILOCO_NODE_NAME"); name && *name) {
-    mine = name;
-  } else {
-    char buf[MPI_MAX_PROCESSOR_NAME] = {0};
-    int length = 0;
-    DILOCO_MPI_CHECK(MPI_Get_processor_name(buf, &length));
-    mine.assign(buf, static_cast<std::size_t>(length));
-  }
+  const std::string mine = node_name();
   auto raw = world.all_gather(std::as_bytes(std::span<const char>(mine.data(), mine.size())));
   std::vector<std::string> names;
   for (const auto& r : raw) names.emplace_back(reinterpret_cast<const char*>(r.data()), r.size());

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <numeric>
 
+#include "comm/launch_group.h"
 #include "comm/mpi_communicator.h"
 
 using namespace diloco::comm;
@@ -108,4 +109,38 @@ TEST(MpiCommunicatorTest, NodeRankFromTheSharedMemorySplit) {
     EXPECT_EQ(std::getenv("OMPI_COMM_WORLD_LOCAL_RANK"), nullptr);
     EXPECT_EQ(discover_launch().local_rank, 0);
   }
+}
+
+// Launches made of the world's ranks (the first half one launch, the rest
+// another; one rank: one launch), placed in the opposite order: the group
+// numbers the second launch's ranks first, and its sums, gathers and
+// duplicates span both.
+TEST(LaunchGroupTest, CollectivesSpanTheLaunchesInPlaceOrder) {
+  auto world = MpiCommunicator::world();
+  const int n = world->size();
+  const int half = (n + 1) / 2;
+  const bool first_half = world->rank() < half;
+  auto local = world->split(first_half ? 0 : 1, world->rank());
+  const int launches = n > 1 ? 2 : 1;
+  auto leaders = world->split(local->rank() == 0 && launches > 1 ? 0 : -1, world->rank());
+  LaunchGroup group(*local, leaders.get(), first_half ? 1 : 0);
+  const int expected = first_half ? (n - half) + world->rank() : world->rank() - half;
+  EXPECT_EQ(group.size(), n);
+  EXPECT_EQ(group.rank(), launches > 1 ? expected : world->rank());
+  EXPECT_EQ(group.launch_first_ranks().size(), static_cast<std::size_t>(launches));
+
+  double v[2] = {1.0, static_cast<double>(group.rank())};
+  group.all_reduce_sum(std::span<double>(v, 2));
+  EXPECT_EQ(v[0], n);
+  EXPECT_EQ(v[1], n * (n - 1) / 2);
+
+  const std::string mine(static_cast<std::size_t>(group.rank()) + 1, static_cast<char>('a' + group.rank()));
+  auto dup = group.duplicate();
+  const auto all = dup->all_gather(std::as_bytes(std::span<const char>(mine.data(), mine.size())));
+  ASSERT_EQ(all.size(), static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(all[static_cast<std::size_t>(r)].size(), static_cast<std::size_t>(r) + 1) << r;
+    EXPECT_EQ(static_cast<char>(all[static_cast<std::size_t>(r)].front()), static_cast<char>('a' + r)) << r;
+  }
+  group.barrier();
 }

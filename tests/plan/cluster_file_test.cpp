@@ -175,3 +175,32 @@ TEST(ClusterFileTest, SiteLinksFromPairsAndThePlannedSites) {
   EXPECT_EQ(planned.leaders, (std::vector<int>{0, 2, 4}));
   EXPECT_EQ(planned.site_of_rank, (std::vector<int>{0, 0, 1, 1, 2, 2}));
 }
+
+// Sites launched apart: the file gives each rank's site, the planner takes
+// those sites (not a cut by links, which would find one here) and their
+// first ranks as leaders; a file giving some sites only, or sites out of
+// rank order, is refused naming the rank.
+TEST(ClusterFileTest, SitesLaunchedApartAreTheFilesOwn) {
+  Cluster c;
+  for (int r = 0; r < 3; ++r) c.nodes.push_back({r, "h", "cpu", 1e9, 0.05, 0, {}, 0, {}, {}, r == 0 ? 0 : 1});
+  c.links.assign(3, std::vector<diloco::comm::LinkEstimate>(3, {0.001, 1e7}));
+  const auto back = read_cluster(write_file("cluster_apart.json", cluster_json(c).dump()));
+  EXPECT_EQ(back.nodes[2].site, 1);
+  const auto sites = cluster_sites(back, 4.0, 3);
+  EXPECT_TRUE(sites.partition.launched);
+  EXPECT_EQ(sites.partition.site_of_rank, (std::vector<int>{0, 1, 1}));
+  EXPECT_EQ(sites.partition.leaders, (std::vector<int>{0, 1}));
+  EXPECT_EQ(sites.sites.size(), 2u);
+
+  const std::string links = "[" + link(0, 1) + "," + link(0, 2) + "," + link(1, 2) + "]";
+  const auto with_sites = [&](const std::string& a, const std::string& b, const std::string& c2) {
+    return "{\"nodes\":[" + node(0, a) + "," + node(1, b) + "," + node(2, c2) + "],\"links\":" + links + "}";
+  };
+  EXPECT_NE(refusal("some.json", with_sites(",\"site\":0", ",\"site\":1", "")).find("rank 2 gives no \"site\""),
+            std::string::npos);
+  EXPECT_NE(refusal("order.json", with_sites(",\"site\":0", ",\"site\":2", ",\"site\":2")).find("site 2 after site 0"),
+            std::string::npos);
+  EXPECT_NE(refusal("back.json", with_sites(",\"site\":0", ",\"site\":1", ",\"site\":0")).find("rank 2: site 0 after"),
+            std::string::npos);
+  EXPECT_EQ(refusal("fine.json", with_sites(",\"site\":0", ",\"site\":0", ",\"site\":1")), "");
+}

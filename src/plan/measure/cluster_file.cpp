@@ -49,6 +49,21 @@ std::vector<double> duration_series(const Json& node, const char* key, const std
   return out;
 }
 
+// Sites launched apart: every node names its site, and the sites are 0, 1,
+// ... in rank order, each one block of ranks.
+void check_launched_sites(const std::vector<ClusterNode>& nodes, const std::string& path) {
+  const auto given = std::count_if(nodes.begin(), nodes.end(), [](const ClusterNode& n) { return n.site >= 0; });
+  if (given == 0) return;
+  for (const auto& n : nodes) {
+    const std::string at = path + ": the node of rank " + std::to_string(n.rank);
+    if (n.site < 0) throw InputError(at + " gives no \"site\" while others do (every node or none)");
+    const int before = n.rank == 0 ? -1 : nodes[static_cast<std::size_t>(n.rank) - 1].site;
+    if (n.site != before && n.site != before + 1)
+      throw InputError(at + ": site " + std::to_string(n.site) + " after site " + std::to_string(before) +
+                       " (sites are numbered 0, 1, ... in rank order, each one block of ranks)");
+  }
+}
+
 }  // namespace
 
 std::vector<std::vector<comm::LinkEstimate>> parse_link_pairs(const Json& links, int count, const std::string& where,
@@ -114,7 +129,9 @@ Cluster read_cluster(const std::string& path) {
       n.overlap_slowdown = number_at(node, "overlap_slowdown", at);
       if (n.overlap_slowdown <= 0.0) throw InputError(at + ".overlap_slowdown must be > 0");
     }
+    if (node.contains("site")) n.site = index_at(node, "site", at, count, "site");
   }
+  check_launched_sites(c.nodes, path);
   c.links = parse_link_pairs(doc["links"], count, path, "ranks");
   const bool timed = std::any_of(c.nodes.begin(), c.nodes.end(), [](const auto& n) { return !n.exchanges.empty(); });
   if (timed) c.exchange_codec = string_at(doc, "exchange_codec", path + ": nodes give \"exchanges\"; the file");
@@ -135,6 +152,7 @@ nlohmann::ordered_json cluster_json(const Cluster& cluster) {
     if (n.overlap_slowdown > 0.0) doc["nodes"].back()["overlap_slowdown"] = n.overlap_slowdown;
     if (!n.exchanges.empty()) doc["nodes"].back()["exchanges"] = n.exchanges;
     if (!n.controls.empty()) doc["nodes"].back()["controls"] = n.controls;
+    if (n.site >= 0) doc["nodes"].back()["site"] = n.site;
   }
   doc["links"] = pairs_json(cluster.links);
   if (!cluster.exchange_codec.empty()) doc["exchange_codec"] = cluster.exchange_codec;

@@ -14,7 +14,12 @@
 // order (the planner takes from them how much an exchange's time varies),
 // and "controls": how long a small all-reduce of all ranks right after each
 // took (what a round's stop vote and report pay behind an exchange), with
-// the file's "exchange_codec" naming the codec they ran with.
+// the file's "exchange_codec" naming the codec they ran with. When the sites
+// were launched apart (topology.join = "rendezvous"), every node gives
+// "site": the launch it ran in; ranks are then numbered site after site,
+// and a pair of ranks in two sites other than their leaders (each site's
+// first rank) carries the leaders' link, the only one sites launched apart
+// use between them.
 #pragma once
 
 #include <string>
@@ -37,6 +42,7 @@ struct ClusterNode {
   double overlap_slowdown = 0;  // a step with an exchange in flight over one without; 0: not given
   std::vector<double> exchanges;  // the probe's exchanges' durations (s), in order; empty: not given
   std::vector<double> controls;   // the small all-reduce after each (s); empty: not given
+  int site = -1;                  // the site it was launched as (sites launched apart); -1: not given
 };
 
 struct Cluster {
@@ -54,7 +60,8 @@ std::vector<std::vector<comm::LinkEstimate>> parse_link_pairs(const nlohmann::js
 
 // Reads and checks a cluster file: not JSON, a missing or mistyped field, a
 // rank given twice or missing, a negative or non-finite number, a pair given
-// twice or missing: InputError naming the file and the field.
+// twice or missing, "site" on some nodes only or not numbering the sites
+// 0, 1, ... in rank order: InputError naming the file and the field.
 Cluster read_cluster(const std::string& path);
 
 nlohmann::ordered_json cluster_json(const Cluster& cluster);

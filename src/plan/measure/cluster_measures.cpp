@@ -48,11 +48,27 @@ PlannedSites planned_sites(const std::vector<std::vector<comm::LinkEstimate>>& l
   return out;
 }
 
+PlannedSites launched_sites(const std::vector<ClusterNode>& nodes) {
+  PlannedSites out;
+  out.explanation = "each launch one site, as the cluster file gives them\n";
+  for (const auto& n : nodes) {
+    out.site_of_rank.push_back(n.site);
+    const bool first = static_cast<int>(out.leaders.size()) == n.site;
+    if (first) out.leaders.push_back(n.rank);
+    out.explanation += (first ? std::string(n.rank == 0 ? "" : "\n") + "site " + std::to_string(n.site) + ": ranks "
+                              : std::string(",")) + std::to_string(n.rank);
+  }
+  out.explanation += "\n";
+  out.launched = true;
+  return out;
+}
+
 ClusterSites cluster_sites(const Cluster& cluster, double link_gap, int recipe_sites) {
   ClusterSites out;
   out.nodes = cluster.nodes;
   for (const auto& node : cluster.nodes) out.slowest_step_s = std::max(out.slowest_step_s, node.step_s);
-  out.partition = planned_sites(cluster.links, link_gap, recipe_sites);
+  const bool launched_apart = !cluster.nodes.empty() && cluster.nodes.front().site >= 0;
+  out.partition = launched_apart ? launched_sites(cluster.nodes) : planned_sites(cluster.links, link_gap, recipe_sites);
   const auto& leaders = out.partition.leaders;
   out.leader.assign(cluster.nodes.size(), false);
   for (int l : leaders) out.leader[static_cast<std::size_t>(l)] = true;

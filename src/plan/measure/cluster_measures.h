@@ -27,14 +27,20 @@ struct PlannedSites {
   std::vector<int> leaders;  // by site
   std::string explanation;   // why the links cut the sites where they did
   bool blocks = false;       // no link stood out: the recipe's sites as blocks
+  bool launched = false;     // the cluster file's sites (launched apart), not cut by links
 };
 PlannedSites planned_sites(const std::vector<std::vector<comm::LinkEstimate>>& links, double link_gap,
                            int recipe_sites);
 
-// What the planner takes from a cluster file: the sites topology.site_by =
-// "links" would form (or, where no link stands out, the recipe's sites as
-// blocks of ranks), their leaders (first ranks), the links between those and
-// each site's measures.
+// The sites of a cluster file whose nodes give them (sites launched apart,
+// checked by read_cluster: numbered in rank order, each a block of ranks).
+PlannedSites launched_sites(const std::vector<ClusterNode>& nodes);
+
+// What the planner takes from a cluster file: the sites its nodes give
+// (sites launched apart), else those topology.site_by = "links" would form
+// (or, where no link stands out, the recipe's sites as blocks of ranks);
+// their leaders (first ranks), the links between those and each site's
+// measures.
 struct ClusterSites {
   std::vector<ClusterNode> nodes;
   PlannedSites partition;
