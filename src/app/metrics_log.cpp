@@ -120,6 +120,11 @@ std::string MetricsLog::to_json(const outer::RoundMetrics& m, const metrics::Rat
     o["members"] = m.members;
     o["membership"] = membership_json(m.membership);
   }
+  if (m.took_state)
+    o["took_state"] = {{"round", m.took_state->round},
+                       {"residual_before", m.took_state->residual_before},
+                       {"residual_rms_before", m.took_state->residual_rms_before},
+                       {"residual_after", m.took_state->residual_after}};
   o["excluded"] = excluded_json(m.excluded);
   o["excluded_total"] = m.excluded_total;
   // Invalid UTF-8 in a site name becomes U+FFFD rather than an exception.

@@ -132,6 +132,7 @@ RunSummary Trainer::run(const Hooks& hooks) {
     metrics.round = round;
     metrics.H = H_;
     metrics.membership.clear();
+    metrics.took_state = round == start_round_ + 1 ? took_state_ : std::nullopt;
     metrics.predicted_comm_share = scheduler_.next().predicted_share;
     const double wall_at_start = metrics.wall_s;
     const double compute_at_start = metrics.compute_s;

@@ -120,6 +120,16 @@ struct RoundMetrics {
   int epoch = 0;
   int members = 0;
   std::vector<comm::MembershipChange> membership;
+  // The first round of a site that joined a group already training: what
+  // it took the group's state at (round), and its error-feedback residual
+  // as it read it then: the values it held before (its own checkpoint's)
+  // and after taking the state (none: docs/membership.md, "Overlap").
+  struct TookState {
+    std::int64_t round = 0;
+    std::size_t residual_before = 0, residual_after = 0;  // values, over every fragment
+    double residual_rms_before = 0.0;
+  };
+  std::optional<TookState> took_state;
 };
 
 struct CheckpointConfig {
@@ -354,6 +364,7 @@ class Trainer {
   FaultConfig faults_;
   int start_round_ = 0;
   RoundMetrics restored_;
+  std::optional<RoundMetrics::TookState> took_state_;  // a site that joined late (start_from_group)
   double restored_initial_eval_ = 0.0;
   std::vector<float> global_;
   std::vector<Fragment> layout_;

@@ -4,6 +4,7 @@
 // consistent with it.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -191,7 +192,16 @@ void Trainer::start_from_group() {
       position[0] = receive_group_state(0, true, false);
       // Its residual held back progress of the local params it now leaves
       // for the group's: sending it later would add progress nobody kept.
-      for (auto& f : syncs_) f.exchange->set_residual({});
+      RoundMetrics::TookState took{position[0]};
+      double squares = 0.0;
+      for (auto& f : syncs_) {
+        for (float v : f.exchange->residual()) squares += static_cast<double>(v) * v;
+        took.residual_before += f.exchange->residual().size();
+        f.exchange->set_residual({});
+        took.residual_after += f.exchange->residual().size();
+      }
+      if (took.residual_before > 0) took.residual_rms_before = std::sqrt(squares / static_cast<double>(took.residual_before));
+      took_state_ = took;
     } else {
       auto state = group_state(start_round_);
       if (leaders.rank() == 0) seal(state, sealing_context("state", 0, 0));

@@ -12,7 +12,7 @@ start_ompi_server "rendezvous.run_id=e2e-$$"
 TIMEOUT_S=${RENDEZVOUS_TIMEOUT_S:-5}  # bench/recovery.sh varies it
 { small_model_toml; printf '[outer]\nrounds = 50\n[sync]\nH = 20\ntimeout_s = %s\n' $TIMEOUT_S
   printf '[topology]\njoin = "rendezvous"\nsites = 3\n[checkpoint]\nevery = 2\n[metrics]\neval_every = 1\n'
-  printf '[rendezvous]\njoin_timeout_s = 60\nrun_id = "e2e-%s"\n' $$; } > r.toml
+  printf '[rendezvous]\njoin_timeout_s = 60\nrun_id = "e2e-%s"\n[compression]\ncodec = "int8"\n' $$; } > r.toml
 sed -e "s|\[data\]|[data]\npaths = [\"/usr/share/games/fortunes\"]|" r.toml > recipe.toml
 site() {  # site INDEX RANKS [ARGS...]: launches site INDEX in the background
   local i=$1 n=$2; shift 2
@@ -82,6 +82,21 @@ print(f"knock to admission {waited:.2f} s; the last two rounds took {rounds:.2f}
 assert waited <= rounds, (waited, rounds)
 PY
 [[ $(row 0 -1 members) == 3 ]] && pass "three sites again after the rejoin" || fail "$(row 0 -1 members) members after the rejoin"
+# What the rejoined site read of its state when it took the group's: the
+# error-feedback residual its checkpoint held (int8 keeps one), none after
+# (docs/membership.md); its outer state is the group's, or the params hash
+# compared every round (sync.check_every = 1) would stop the run (exit 3).
+python3 - "$WORK/s2/metrics.jsonl" "$last_round" <<'PY' && pass "the rejoined site cleared its residual when it took the group's state" \
+  || fail "the rejoined site's residual"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+first = next(r for r in rows if r["round"] > int(sys.argv[2]))
+took = first.get("took_state")
+print("its first row after the relaunch:", first["round"], took)
+assert took and took["round"] == first["round"] - 1 and took["round"] >= int(sys.argv[2]), took
+assert took["residual_before"] > 0 and took["residual_rms_before"] > 0 and took["residual_after"] == 0, took
+assert all("took_state" not in r for r in rows if r["round"] != first["round"]), "took_state beyond the first round"
+PY
 
 # SIGSTOP of site 1's leader counts as a loss; woken after the others went
 # on, it finds itself expelled: it stops as a minority (exit 4), with a
