@@ -19,6 +19,7 @@
 #include "outer/data_parallel.h"
 #include "outer/exchange.h"
 #include "outer/fragments.h"
+#include "outer/group_state.h"
 #include "outer/link_tracker.h"
 #include "outer/outer_optimizer.h"
 #include "outer/scheduler.h"
@@ -318,7 +319,7 @@ class Trainer {
   void answer_alarm();
   void stay_in_group(int round, const RoundMetrics& metrics, double initial_eval_loss);
   std::vector<std::byte> group_state(int round) const;
-  std::size_t group_state_bytes(std::span<const std::byte> header) const;
+  GroupStateShape group_state_shape() const;
   int load_group_state(std::span<const std::byte> bytes, bool take_step, bool keep_local);
   void send_group_state(int round, const std::vector<int>& to);
   int receive_group_state(int from, bool take_step, bool keep_local);

@@ -9,23 +9,13 @@
 #include <stdexcept>
 
 #include "outer/clock.h"
+#include "outer/group_state.h"
 #include "outer/trainer.h"
 
 namespace diloco::outer {
 namespace {
 
 constexpr int kStateTag = 9201;
-
-struct StateHeader {
-  std::int64_t round = 0;
-  std::int64_t fragments = 0;     // one outer optimizer each; as many "started" flags follow the header
-  std::int64_t outer_values = 0;  // all fragments' outer states, in fragment order
-  std::int64_t params = 0;
-  std::int64_t inner_step = 0;    // the sender's inner step counter
-  std::int64_t schedule_values = 0;  // the H schedule's state (scheduler.h), after the outer state
-  std::int64_t admit_next = 0;    // delayed overlap: the next round drains for a newcomer
-  std::int64_t inner_state = 0;   // data-parallel: bytes of the inner optimizer's state, last
-};
 
 }  // namespace
 
@@ -44,135 +34,82 @@ void Trainer::use_membership(comm::Membership* leader_membership) {
   use_step_recovery();
 }
 
-// What a site needs to train on from here: the round, the global params,
-// every fragment's outer optimizer state (every member holds them alike),
-// the sender's inner step (the LR schedule's and the data's position) and
-// the H schedule's state (so every member plans the same H).
+// What a site needs to train on from here (group_state.h): the round, the
+// global params, every fragment's outer optimizer state (every member holds
+// them alike), the sender's inner step (the LR schedule's and the data's
+// position), the H schedule's state (so every member plans the same H), and
+// with data parallelism, which applies every step on every site, the inner
+// optimizer's state (DiLoCo's stays each site's own).
 std::vector<std::byte> Trainer::group_state(int round) const {
-  std::vector<std::int64_t> started;
-  std::vector<float> outer;
+  GroupState s;
+  s.round = round;
+  s.inner_step = inner_.step();
+  s.admit_next = admit_next_;
   for (const auto& f : syncs_) {
-    started.push_back(f.outer->started() ? 1 : 0);
-    outer.insert(outer.end(), f.outer->state().begin(), f.outer->state().end());
+    s.started.push_back(f.outer->started());
+    s.outer.emplace_back(f.outer->state().begin(), f.outer->state().end());
   }
-  const auto schedule = scheduler_.state();
-  // Data parallelism applies every step on every site: a site that joins
-  // needs the group's optimizer state too (DiLoCo's stays each site's own).
-  const std::string inner = data_parallel_ ? inner_.save_state() : std::string();
-  StateHeader h{round,
-                static_cast<std::int64_t>(syncs_.size()),
-                static_cast<std::int64_t>(outer.size()),
-                static_cast<std::int64_t>(global_.size()),
-                inner_.step(),
-                static_cast<std::int64_t>(schedule.size()),
-                admit_next_ ? 1 : 0,
-                static_cast<std::int64_t>(inner.size())};
-  std::vector<std::byte> out(sizeof h + started.size() * sizeof(std::int64_t) +
-                             (global_.size() + outer.size()) * sizeof(float) + schedule.size() * sizeof(double) +
-                             inner.size());
-  std::size_t at = 0;
-  const auto put = [&out, &at](const void* data, std::size_t bytes) {
-    if (bytes > 0) std::memcpy(out.data() + at, data, bytes);
-    at += bytes;
-  };
-  put(&h, sizeof h);
-  put(started.data(), started.size() * sizeof(std::int64_t));
-  put(global_.data(), global_.size() * sizeof(float));
-  put(outer.data(), outer.size() * sizeof(float));
-  put(schedule.data(), schedule.size() * sizeof(double));
-  put(inner.data(), inner.size());
-  return out;
+  s.global = global_;
+  s.schedule = scheduler_.state();
+  if (data_parallel_) s.inner = inner_.save_state();
+  return encode_group_state(s);
 }
 
-// The bytes a state with this header has, once the header is known to fit
-// this site's model (checked before anything is allocated from it).
-std::size_t Trainer::group_state_bytes(std::span<const std::byte> header) const {
-  StateHeader h;
-  if (header.size() < sizeof h) throw comm::CommError("the group's state is truncated", -1);
-  std::memcpy(&h, header.data(), sizeof h);
-  std::int64_t outer_values = 0;
-  for (const auto& f : syncs_) outer_values += static_cast<std::int64_t>(f.outer->state().size());
-  if (h.params != static_cast<std::int64_t>(global_.size()) ||
-      h.fragments != static_cast<std::int64_t>(syncs_.size()) || h.outer_values != outer_values || h.round < 0 ||
-      h.inner_step < 0 || h.schedule_values < static_cast<std::int64_t>(Scheduler::state_values(0)) ||
-      h.inner_state < 0 || (!data_parallel_ && h.inner_state != 0) ||
-      h.inner_state > 4 * h.params * static_cast<std::int64_t>(sizeof(float)) + (1 << 20) ||
-      h.schedule_values > static_cast<std::int64_t>(
-                              Scheduler::state_values(static_cast<std::size_t>(comms_.topology.num_sites))))
-    throw comm::CommError("the group's state does not fit this site's model (" + std::to_string(h.params) +
-                              " params, " + std::to_string(h.fragments) + " fragments, " +
-                              std::to_string(h.outer_values) + " outer values, " +
-                              std::to_string(h.schedule_values) + " schedule values, " +
-                              std::to_string(h.inner_state) + " bytes of inner state; this site has " +
-                              std::to_string(global_.size()) + " params, " + std::to_string(syncs_.size()) +
-                              " fragments, " + std::to_string(outer_values) + " outer values)",
-                          -1);
-  return sizeof h + static_cast<std::size_t>(h.fragments) * sizeof(std::int64_t) +
-         static_cast<std::size_t>(h.params + h.outer_values) * sizeof(float) +
-         static_cast<std::size_t>(h.schedule_values) * sizeof(double) + static_cast<std::size_t>(h.inner_state);
+GroupStateShape Trainer::group_state_shape() const {
+  GroupStateShape shape;
+  shape.params = global_.size();
+  for (const auto& f : syncs_) shape.outer_values.push_back(f.outer->state().size());
+  shape.data_parallel = data_parallel_ != nullptr;
+  shape.min_schedule_values = Scheduler::state_values(0);
+  shape.max_schedule_values = Scheduler::state_values(static_cast<std::size_t>(comms_.topology.num_sites));
+  return shape;
 }
 
-// Takes a state group_state() wrote; returns its round. `take_step`: the
-// site also takes the sender's inner step counter (it joins a run under
-// way). `keep_local`: the local params stay (overlapped: a site behind
-// mixes in the fragment it missed, or measures its own progress of the
-// round from them); else they become the global ones.
+// Takes a state group_state() wrote, once all of it checked out; returns
+// its round. `take_step`: the site also takes the sender's inner step
+// counter (it joins a run under way). `keep_local`: the local params stay
+// (overlapped: a site behind mixes in the fragment it missed, or measures
+// its own progress of the round from them); else they become the global
+// ones.
 int Trainer::load_group_state(std::span<const std::byte> bytes, bool take_step, bool keep_local) {
-  StateHeader h;
-  if (bytes.size() != group_state_bytes(bytes)) throw comm::CommError("the group's state has the wrong size", -1);
-  std::size_t at = 0;
-  const auto take = [&bytes, &at](void* data, std::size_t size) {
-    std::memcpy(data, bytes.data() + at, size);
-    at += size;
-  };
-  take(&h, sizeof h);
-  std::vector<std::int64_t> started(syncs_.size());
-  take(started.data(), started.size() * sizeof(std::int64_t));
-  take(global_.data(), global_.size() * sizeof(float));
-  for (std::size_t i = 0; i < syncs_.size(); ++i) {
-    std::vector<float> state(syncs_[i].outer->state().size());
-    take(state.data(), state.size() * sizeof(float));
-    syncs_[i].outer->load_state(state, started[i] != 0);
-  }
-  std::vector<double> schedule(static_cast<std::size_t>(h.schedule_values));
-  take(schedule.data(), schedule.size() * sizeof(double));
-  if (h.inner_state > 0) {
-    std::string inner(static_cast<std::size_t>(h.inner_state), '\0');
-    take(inner.data(), inner.size());
+  GroupState s = decode_group_state(bytes, group_state_shape());
+  if (!s.inner.empty()) {
     try {
-      inner_.load_state(inner);
+      inner_.load_state(s.inner);
     } catch (const std::exception& e) {
       throw comm::CommError(std::string("the group's inner optimizer state: ") + e.what(), -1);
     }
   }
   try {
-    scheduler_.load(schedule);
+    scheduler_.load(s.schedule);
   } catch (const std::invalid_argument& e) {
     throw comm::CommError(std::string("the group's state: ") + e.what(), -1);
   }
+  global_ = std::move(s.global);
+  for (std::size_t i = 0; i < syncs_.size(); ++i) syncs_[i].outer->load_state(s.outer[i], s.started[i]);
   // Its per-site history is of the sender's ranks: until the next plan every site runs H.
   scheduler_.forget_sites();
   H_ = scheduler_.current_H();
-  admit_next_ = h.admit_next != 0;
+  admit_next_ = s.admit_next;
   if (!keep_local) std::memcpy(inner_.params().data(), global_.data(), global_.size() * sizeof(float));
-  if (take_step) inner_.set_step(h.inner_step);
-  return static_cast<int>(h.round);
+  if (take_step) inner_.set_step(s.inner_step);
+  return static_cast<int>(s.round);
 }
 
 void Trainer::send_group_state(int round, const std::vector<int>& to) {
   auto state = group_state(round);
   seal(state, sealing_context("state", 0, comms_.leaders->rank()));
   for (int r : to) {
-    comms_.leaders->send(std::span<const std::byte>(state).first(sizeof(StateHeader)), r, kStateTag);
-    comms_.leaders->send(std::span<const std::byte>(state).subspan(sizeof(StateHeader)), r, kStateTag + 1);
+    comms_.leaders->send(std::span<const std::byte>(state).first(group_state_header_bytes()), r, kStateTag);
+    comms_.leaders->send(std::span<const std::byte>(state).subspan(group_state_header_bytes()), r, kStateTag + 1);
   }
 }
 
 int Trainer::receive_group_state(int from, bool take_step, bool keep_local) {
-  std::vector<std::byte> state(sizeof(StateHeader));
+  std::vector<std::byte> state(group_state_header_bytes());
   comms_.leaders->recv(state, from, kStateTag);
-  state.resize(group_state_bytes(state) + (auth_ ? sizeof(comm::MacTag) : 0));
-  comms_.leaders->recv(std::span<std::byte>(state).subspan(sizeof(StateHeader)), from, kStateTag + 1);
+  state.resize(group_state_bytes(state, group_state_shape()) + (auth_ ? sizeof(comm::MacTag) : 0));
+  comms_.leaders->recv(std::span<std::byte>(state).subspan(group_state_header_bytes()), from, kStateTag + 1);
   if (!unseal(state, sealing_context("state", 0, from)))
     throw comm::CommError("the group's state from site rank " + std::to_string(from) +
                               " failed its key check (tampered on the way?)",

@@ -207,8 +207,7 @@ void Trainer::share_next_H(RoundMetrics& metrics) {
 }
 
 std::string Trainer::sealing_context(const char* kind, std::int64_t round, int sender) const {
-  return std::string("diloco-") + kind + ":" + std::to_string(membership_ ? membership_->epoch() : 0) + ":" +
-         std::to_string(round) + ":" + std::to_string(sender) + ":";
+  return outer::sealing_context(kind, membership_ ? membership_->epoch() : 0, round, sender);
 }
 
 void Trainer::seal(std::vector<std::byte>& bytes, const std::string& context) const {
