@@ -18,11 +18,14 @@ class DebugFaults {
   // At every inner step (its global counter): [debug] exit_rank, throw_rank, freeze_rank.
   void at_step(std::int64_t global_step) const;
 
-  // A site leader at `phase` of `round` ("inner", "exchange", "admission",
-  // "recovery"; a newcomer's "join-STEP"): [debug] fault_site's fault_signal
-  // (SIGKILL, SIGSTOP, or exit 2 as a site that gives up) once, in
-  // fault_round (a recovery: the first from fault_round on; a join step:
-  // whatever the round). Prints "site N fault: ..." first.
+  // A site leader at `phase` of `round` ("inner", "exchange", "exchanged":
+  // an overlapped or data-parallel exchange completed here and not yet
+  // applied, "admission", "recovery"; a newcomer's "join-STEP"): [debug]
+  // fault_site's fault_signal (SIGKILL, SIGSTOP, exit 2 as a site that gives
+  // up, or "timeout": comm::PeerLost thrown 2 s on, as when this site's wait
+  // runs out just after the others completed and applied it) once, in fault_round (a recovery:
+  // the first from fault_round on; a join step: whatever the round). Prints
+  // "site N fault: ..." first.
   void at_phase(const std::string& phase, int round);
 
  private:

@@ -27,7 +27,8 @@ Json membership_json(const std::vector<comm::MembershipChange>& changes) {
                    {"joined", c.joined},
                    {"refused", c.refused},
                    {"why", c.why},
-                   {"seconds", c.seconds}});
+                   {"seconds", c.seconds},
+                   {"behind", c.behind}});
   return out;
 }
 

@@ -50,6 +50,9 @@ void check_rendezvous(Recipe& r, const Locate& locate) {
   if (r.debug.fault_site >= 0 && (!rendezvous || r.debug.fault_phase.empty()))
     throw RecipeError(locate("debug", "fault_site") + ": debug.fault_site needs topology.join = \"rendezvous\" "
                       "and debug.fault_phase");
+  if (r.debug.fault_signal == "timeout" && r.debug.fault_phase != "exchanged" && r.debug.fault_site >= 0)
+    throw RecipeError(locate("debug", "fault_signal") + ": debug.fault_signal = \"timeout\" needs debug.fault_phase = "
+                      "\"exchanged\" (a wait that runs out once an exchange completed)");
   if (!rendezvous) {
     if (z.site >= 0) throw RecipeError(locate("rendezvous", "site") + ": rendezvous.site needs topology.join = \"rendezvous\"");
     return;

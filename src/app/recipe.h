@@ -112,9 +112,10 @@ struct DebugSection {
   int forge_site = -1;       // this site's payload tags are forged (made without the key)...
   int forge_round = 0;       // ...in this round ([security] key_file)
   // Sites launched apart: this site's leader is killed ("kill"), stops
-  // ("stop", SIGSTOP) or gives up ("exit", code 2) at a phase of a round
-  // ("inner", "exchange", "admission", "recovery") or of joining
-  // ("join-hello", ... "join-merged"); see app/debug_faults.h.
+  // ("stop", SIGSTOP), gives up ("exit", code 2) or has a wait run out
+  // ("timeout": a loss noticed where nobody was lost) at a phase of a round
+  // ("inner", "exchange", "exchanged", "admission", "recovery") or of
+  // joining ("join-hello", ... "join-merged"); see app/debug_faults.h.
   int fault_site = -1;
   std::string fault_signal = "kill";
   std::string fault_phase;

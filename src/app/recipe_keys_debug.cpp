@@ -8,7 +8,7 @@ using R = Recipe;
 
 // Where a site leader can be made to fail (app/debug_faults.h); empty: nowhere.
 std::vector<std::string> fault_phases() {
-  std::vector<std::string> phases = {"", "inner", "exchange", "admission", "recovery"};
+  std::vector<std::string> phases = {"", "inner", "exchange", "exchanged", "admission", "recovery"};
   for (const char* step : {"hello", "queued", "port", "ready", "connected", "merged"})
     phases.push_back(std::string("join-") + step);
   return phases;
@@ -34,7 +34,7 @@ void debug_keys(std::vector<Key>& k) {
   k.push_back(number_key("debug", "slow_factor", &R::debug, &DebugSection::slow_factor,
                          [](double v) { return v >= 1.0 && v <= 1000.0; }, "in [1, 1000]"));
   k.push_back(integer_key("debug", "fault_site", &R::debug, &DebugSection::fault_site, -1, 1 << 20));
-  k.push_back(string_key("debug", "fault_signal", &R::debug, &DebugSection::fault_signal, {"kill", "stop", "exit"}));
+  k.push_back(string_key("debug", "fault_signal", &R::debug, &DebugSection::fault_signal, {"kill", "stop", "exit", "timeout"}));
   k.push_back(string_key("debug", "fault_phase", &R::debug, &DebugSection::fault_phase, fault_phases(), true));
   k.push_back(integer_key("debug", "fault_round", &R::debug, &DebugSection::fault_round, 0, 1 << 30));
 }

@@ -264,6 +264,7 @@ void Trainer::finish(FragmentSync& f, RoundSync& sync) {
     wait_in_flight(f);
     f.in_flight.get();  // rethrows an exchange error
     sync.blocked_s += seconds_since(t0);
+    if (membership_) at_phase("exchanged", between_steps_.round);
   }
   f.resend.reset();  // its result is in
   sync.add(f.stats);

@@ -42,6 +42,7 @@ class Trainer::StepRecovery final : public DataParallelSync::Recovery {
   }
 
   void applied(std::span<const float> average) override {
+    t_.at_phase("exchanged", t_.between_steps_.round);
     t_.step_average_.assign(average.begin(), average.end());
     ++t_.steps_done_;
     t_.membership_->set_parts_done(t_.between_steps_.round - 1, t_.steps_done_);

@@ -360,5 +360,12 @@ TEST(RecipeTest, FaultKeysNeedSitesLaunchedApartAndAKnownPhase) {
   e = error_of(rdv, {"debug.fault_phase=join-nowhere"});
   EXPECT_NE(e.find("debug.fault_phase must be one of"), std::string::npos) << e;
   e = error_of(rdv, {"debug.fault_signal=term"});
-  EXPECT_NE(e.find("debug.fault_signal must be one of \"kill\", \"stop\", \"exit\""), std::string::npos) << e;
+  EXPECT_NE(e.find("debug.fault_signal must be one of \"kill\", \"stop\", \"exit\", \"timeout\""), std::string::npos)
+      << e;
+  // A wait that runs out is raised where an exchange completed, nowhere else.
+  EXPECT_EQ(parse_recipe(rdv, "t.toml", {"debug.fault_site=1", "debug.fault_signal=timeout", "debug.fault_phase=exchanged"})
+                .debug.fault_phase,
+            "exchanged");
+  e = error_of(rdv, {"debug.fault_site=1", "debug.fault_signal=timeout", "debug.fault_phase=inner"});
+  EXPECT_NE(e.find("debug.fault_signal = \"timeout\" needs debug.fault_phase = \"exchanged\""), std::string::npos) << e;
 }
