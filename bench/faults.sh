@@ -23,7 +23,8 @@
 # is left at the cell's time limit, the survivors completed every round with
 # the same global params (the trainer: equal final eval loss, and its own
 # hash check every round; the harness: equal sums), the
-# relaunched site was admitted within 2 rounds of its knock. Prints one
+# relaunched site was admitted within 2 rounds of its knock (the trainer:
+# and took the group's state, its residual cleared). Prints one
 # markdown row per cell: outcome, recovery seconds (fault to the survivors'
 # next round), rounds from the knock to the admission; exit 1 if any fails.
 #   bench/faults.sh [--report] MPIRUN SITE_PROGRAM [CELL...]   CELL: SITES:SIGNAL:VICTIM:PHASE
@@ -58,9 +59,9 @@ source "$(dirname "$0")/faults_sites.sh"  # SITES_PATTERN (read by the cleanup),
 # rejoin_and_end INDEX WATCH EXPECT_SITES RECOVERY NAME...: launches site
 # INDEX again (`start`, as "again"), waits for every process (the cell's
 # `pids`), and checks that the sites NAME... and the relaunched one all
-# ended with exit 0 and EXPECT_SITES sites on the same global params, and
-# that it was admitted within 2 rounds of its knock (rounds as site WATCH
-# counts them). Sets the cell's wait_rounds (knock to admission); failing,
+# ended with exit 0 and EXPECT_SITES sites on the same global params, that
+# it was admitted within 2 rounds of its knock (rounds as site WATCH
+# counts them) and took the group's state as designed (`took_state`). Sets the cell's wait_rounds (knock to admission); failing,
 # prints "why|RECOVERY|" (the cell's outcome) and returns 1. Runs in the
 # cell's shell: it waits on the cell's own processes.
 rejoin_and_end() {
@@ -79,6 +80,8 @@ rejoin_and_end() {
     { echo "the sites ended on different global params|$recovery|"; return 1; }
   joined=$(joined_round again "$index" "$watch")
   [[ -n $joined ]] || { echo "the relaunched site was not admitted|$recovery|"; return 1; }
+  why=$(took_state again "$joined")
+  [[ -z $why ]] || { echo "the relaunched site: $why|$recovery|"; return 1; }
   (((joined - knock_round) <= 2)) ||
     { echo "admitted $((joined - knock_round)) rounds after its knock|$recovery|$((joined - knock_round))"; return 1; }
   wait_rounds=$((joined - knock_round))

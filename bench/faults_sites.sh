@@ -9,6 +9,8 @@
 #    recipe's [debug] fault_* keys; the sites' metrics.jsonl tell the rounds,
 #    members and the final eval loss (the trainer itself compares a hash of
 #    the global params every round and stops on a mismatch, exit 3);
+#    a relaunched site's first row says it took the group's state and
+#    cleared its error-feedback residual (int8 keeps one);
 #    SYNC_OVERLAP=delayed overlaps each round's exchange with the next
 #    round's inner steps (sync.overlap); SYNC_OVERLAP=streaming syncs the
 #    model in 2 fragments inside each round, each overlapping a quarter of
@@ -77,11 +79,29 @@ if last.get("round") != int(sys.argv[2]) or last.get("members") != int(sys.argv[
   }
   # What every site ended on: the final eval loss (equal global params give equal losses).
   final_state() { sed -n 's/.*"eval_loss":\([^,]*\),.*/\1/p' "$(metrics_of "$1")" | tail -1; }
+  # took_state NAME JOINED: empty when NAME, relaunched and admitted after
+  # round JOINED, took the group's state of that round once and cleared its
+  # error-feedback residual (int8 keeps one; one resumed from a checkpoint
+  # held some before); else why not.
+  took_state() {
+    python3 - "$(metrics_of "$1")" "$2" "$dir/$1.log" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+took = [r["took_state"] for r in rows if "took_state" in r]
+resumed = "resuming from" in open(sys.argv[3]).read()
+if len(took) != 1:
+    sys.exit(print(f"{len(took)} of its rows say it took the group's state"))
+t = took[0]
+if t["round"] != int(sys.argv[2]) or t["residual_after"] != 0 or (resumed and t["residual_before"] == 0):
+    print(f"it took the group's state as {t} (admitted after round {sys.argv[2]}, resumed: {resumed})")
+PY
+  }
   # The harness's recipe's keys the cells rely on: deadline D = 3 s, ping 2 s;
   # before round 1 the founder waits join_timeout_s for a site it has room for.
   { printf '[model]\nd_model = 64\n[data]\nbatch_size = 8\npaths = ["/usr/share/games/fortunes"]\n'
     printf '[inner]\nlr = 2e-3\nwarmup_steps = 10\n[sync]\ntimeout_s = 3\n[topology]\njoin = "rendezvous"\n'
     printf '[rendezvous]\nping_s = 2\njoin_timeout_s = 12\n[checkpoint]\nevery = 2\n[metrics]\neval_every = 1000\n'
+    printf '[compression]\ncodec = "int8"\n'
   } >"$work/recipe.toml"
 else
   stop_rounds() { echo 12; }
@@ -103,4 +123,5 @@ else
   joined_round() { sed -n 's/.*joined late at round \([0-9]*\).*/\1/p' "$dir/$1.log"; }
   ended() { grep -q "round $rounds epoch .* sites $2" "$dir/$1.log" || echo "did not end with all $2 sites"; }
   final_state() { grep "round $rounds epoch" "$dir/$1.log" | sed 's/^site [0-9]* //'; }
+  took_state() { :; }  # the harness has no training state beyond its sums
 fi

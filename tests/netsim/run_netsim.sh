@@ -3,19 +3,17 @@
 # their two links. `diloco probe` across it must measure every pair within
 # 20% of that, and recipes/cross-dc-3site.toml must train across it (with its
 # latencies added by diloco). Then 6 ranks as 3 sites of 2 whose sites the
-# run finds from measured links, and sites launched apart. Exits 77 (skipped) with the reason only when the
+# run finds from measured links, and sites launched apart (the probe too).
+# Exits 77 (skipped) with the reason only when the
 # machine cannot create namespaces or tc qdiscs.
 source "$(dirname "$0")/../e2e/lib.sh"
 check=$(scripts/netsim --check); rc=$?
 if [[ $rc -eq 77 ]]; then echo "SKIP: $check"; exit 77; fi
 [[ $rc -eq 0 ]] || { echo "FAIL: netsim --check exited $rc: $check"; exit 1; }
 
-timeout 300 scripts/netsim --sites 3 --mbps 40,20,10 --bin "$DILOCO_BIN" -- \
-  probe recipes/cross-dc-3site.toml --out "$WORK/probe" > "$WORK/probe.log" 2>&1 \
-  || { cat "$WORK/probe.log"; fail "probe across namespaces"; }
-cat "$WORK/probe.log" | grep -v "^netsim: mpirun"
-python3 - "$WORK/probe/links.json" <<'PY' && pass "probe: every pair within 20% of its shaped bandwidth" \
-  || fail "probe against tc shaping"
+# within_shaping LINKS_JSON WHAT: every pair of links.json within 20% of its shaped bandwidth.
+within_shaping() {
+  python3 - "$1" <<'PY' && pass "$2: every pair within 20% of its shaped bandwidth" || fail "$2 against tc shaping"
 import json, sys
 shaped = [40.0, 20.0, 10.0]
 links = json.load(open(sys.argv[1]))["links"]
@@ -27,6 +25,20 @@ for link in links:
     print(f"sites {a}-{b}: {got:.2f} Mbit/s measured, {expected} shaped ({100 * (got / expected - 1):+.1f}%)")
     assert abs(got / expected - 1) <= 0.2, (a, b, got, expected)
 PY
+}
+timeout 300 scripts/netsim --sites 3 --mbps 40,20,10 --bin "$DILOCO_BIN" -- \
+  probe recipes/cross-dc-3site.toml --out "$WORK/probe" > "$WORK/probe.log" 2>&1 \
+  || { cat "$WORK/probe.log"; fail "probe across namespaces"; }
+cat "$WORK/probe.log" | grep -v "^netsim: mpirun"
+within_shaping "$WORK/probe/links.json" "probe"
+# The same with the sites launched apart (each its own mpirun, joined
+# through the rendezvous): every site writes the same matrix.
+timeout 300 scripts/netsim --sites 3 --mbps 40,20,10 --bin "$DILOCO_BIN" --rendezvous "$WORK/rvprobe" -- \
+  probe recipes/cross-dc-3site.toml --set rendezvous.run_id="netsim-probe-$$" > "$WORK/rvprobe.log" 2>&1 \
+  || { cat "$WORK/rvprobe.log" "$WORK"/rvprobe/site-*.log; fail "probe across namespaces, sites launched apart"; }
+within_shaping "$WORK/rvprobe/site-0/links.json" "probe, sites launched apart"
+cmp -s "$WORK/rvprobe/site-0/links.json" "$WORK/rvprobe/site-2/links.json" \
+  && pass "sites launched apart wrote the same matrix" || fail "the sites' links.json differ"
 
 timeout 300 scripts/netsim --sites 3 --mbps 40,20,10 --latency-ms 5,30,80 --bin "$DILOCO_BIN" -- \
   train recipes/cross-dc-3site.toml --set outer.rounds=2 --set sync.H=10 --out "$WORK/train" > "$WORK/train.log" 2>&1 \
