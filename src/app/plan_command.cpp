@@ -196,6 +196,8 @@ plan::MemoryInputs memory_inputs(const Recipe& r, const Planning& p, const std::
   plan::MemoryInputs m;
   m.model = r.model;
   m.params = static_cast<double>(p.in.params);
+  if (r.inner.kind == inner::InnerOptimizerKind::kMuon)
+    m.muon_params = static_cast<double>(std::max(0LL, inner::muon_parameter_count(r.model)));
   m.batch = r.data.batch_size;
   m.bf16 = r.devices.precision == inner::Precision::kBf16;
   m.cuda = r.devices.device == inner::DeviceSetting::kCuda;
@@ -265,7 +267,7 @@ void print_memory(const Recipe& r, const Planning& p, const std::string& codec, 
               "  %-12s %9s %9s %9s %9s %12s | %9s %9s %9s %9s %9s | %9s %9s\n",
               in.batch, in.bf16 ? "bf16" : "fp32", codec.c_str(), overlap.c_str(),
               p.cluster ? "as each rank measured it, else this process before any model" : "this process before any model",
-              "rank", "weights", "grads", "adamw", "autocast", "activations", "runtime", "data", "outer", "exchange",
+              "rank", "weights", "grads", "optimizer", "autocast", "activations", "runtime", "data", "outer", "exchange",
               "allocator", "device", "host");
   if (p.cluster) print_memory_ranks(in, *p.cluster, p.runtime);
   else print_memory_here(in);

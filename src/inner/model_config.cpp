@@ -45,4 +45,13 @@ long long parameter_count(const ModelConfig& c) {
   return V * d + L * block + d + (c.tie_embeddings ? 0 : V * d);
 }
 
+long long muon_parameter_count(const ModelConfig& c) {
+  if (c.kind == ModelKind::kTorchScript) return -1;
+  const long long d = c.d_model, L = c.n_layers;
+  if (c.kind == ModelKind::kGpt) return L * (3 * d * d + d * d + 4 * d * d + 4 * d * d);  // qkv, proj, fc, out
+  const long long head_dim = d / c.n_heads;
+  const long long kv = (c.n_kv_heads > 0 ? c.n_kv_heads : c.n_heads) * head_dim;
+  return L * (2 * d * d + 2 * d * kv + 3 * d * llama_ffn_hidden(c));  // q, o; k, v; gate, up, down
+}
+
 }  // namespace diloco::inner

@@ -63,6 +63,11 @@ inline int llama_ffn_hidden(const ModelConfig& c) {
 // and the planner); the unit tests hold it to the built models' counts.
 // (A TorchScript module's count is known only once it is loaded: -1.)
 long long parameter_count(const ModelConfig& c);
+// The parameters inner.optimizer = "muon" trains with Muon (one momentum
+// buffer each, where AdamW keeps two moments): the blocks' 2-D weights,
+// not the embeddings or the head (inner::muon_trains decides on a built
+// model; -1 for TorchScript, whose modules only a build can tell).
+long long muon_parameter_count(const ModelConfig& c);
 
 // Throws std::invalid_argument naming the model.* key whose value a Llama
 // cannot be built with.

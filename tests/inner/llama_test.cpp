@@ -10,6 +10,7 @@
 
 #include "fixtures.h"
 #include "inner/inner_loop.h"
+#include "inner/inner_optimizer.h"
 #include "inner/models/model.h"
 #include "inner/models/safetensors.h"
 
@@ -98,6 +99,20 @@ TEST(LlamaTest, ParameterCountFormulaMatchesTheBuiltModels) {
     torch::manual_seed(0);
     auto model = make_model(c);
     EXPECT_EQ(parameter_count(c), built_count(*model)) << model->signature();
+  }
+}
+
+// What the planner counts as Muon's (one momentum buffer each) is what
+// the inner optimizer hands to Muon on the built model.
+TEST(LlamaTest, MuonParameterCountFormulaMatchesWhatMuonTrains) {
+  for (auto c : {tiny_llama(), tiny_llama(4, false), tiny_llama(1, true), tiny()}) {
+    torch::manual_seed(0);
+    auto model = make_model(c);
+    long long muon = 0;
+    for (const auto& [name, p] : model->named_parameters())
+      if (muon_trains(name, p)) muon += p.numel();
+    EXPECT_EQ(muon_parameter_count(c), muon) << model->signature();
+    EXPECT_GT(muon, 0);
   }
 }
 

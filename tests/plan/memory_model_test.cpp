@@ -62,6 +62,16 @@ TEST(PlanMemoryTest, ActivationsGrowWithBatchAndShrinkUnderBf16AndGroupedQueryAt
   EXPECT_LT(activation_bytes(scripted, 16, false), 0.0);
 }
 
+// Muon keeps one momentum buffer for each parameter it trains (the blocks'
+// matrices), AdamW two moments for the rest.
+TEST(PlanMemoryTest, MuonKeepsOneBufferWhereAdamWKeepsTwo) {
+  auto in = inputs(1e6);
+  const double adamw = estimate_memory(in).adam;
+  in.muon_params = 7e5;
+  EXPECT_DOUBLE_EQ(estimate_memory(in).adam, 8.0 * 3e5 + 4.0 * 7e5);
+  EXPECT_DOUBLE_EQ(adamw - estimate_memory(in).adam, 4.0 * 7e5);
+}
+
 TEST(PlanMemoryTest, OnlyLeadersHoldTheOuterStateAndLossyCodecsAddTheirResidual) {
   const double p = 1e6;
   auto in = inputs(p);

@@ -84,7 +84,7 @@ MemoryEstimate estimate_memory(const MemoryInputs& in) {
   e.cuda = in.cuda;
   e.weights = 4.0 * p;
   e.grads = 4.0 * p;
-  e.adam = 8.0 * p;
+  e.adam = 8.0 * (p - in.muon_params) + 4.0 * in.muon_params;
   e.autocast = in.bf16 ? 2.0 * p : 0.0;
   e.activations = activation_bytes(in.model, in.batch, in.bf16);
   e.activations_known = e.activations >= 0.0;

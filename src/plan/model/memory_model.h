@@ -2,7 +2,9 @@
 // steps hold on the model's device and what the process holds on the host.
 //
 // Device: fp32 weights, gradients and AdamW's two moments (4 + 4 + 8 bytes a
-// parameter); under bf16 autocast also the bf16 copies of the weights it
+// parameter; with inner.optimizer = "muon" the parameters Muon trains keep
+// one momentum buffer instead, 4 bytes, its Newton-Schulz scratch passing
+// after the activations are freed); under bf16 autocast also the bf16 copies of the weights it
 // caches (2 bytes a parameter) and the activations autograd saves, counted
 // tensor by tensor from the models' forward passes (activation_bytes).
 // Host: the runtime (libtorch after its lazy start, MPI, the process: each
@@ -37,6 +39,7 @@ namespace diloco::plan {
 struct MemoryInputs {
   inner::ModelConfig model;
   double params = 0;                 // parameters (counted or loaded)
+  double muon_params = 0;            // of those, what Muon trains (inner.optimizer = "muon"); 0: AdamW's all
   int batch = 1;                     // sequences per rank per inner step
   bool bf16 = false;                 // inner.precision = "bf16" (autocast, fp32 master weights)
   bool cuda = false;                 // the model on a GPU: device and host memory apart
@@ -55,7 +58,7 @@ struct MemoryInputs {
 
 struct MemoryEstimate {
   // On the model's device.
-  double weights = 0, grads = 0, adam = 0, autocast = 0, activations = 0;
+  double weights = 0, grads = 0, adam = 0, autocast = 0, activations = 0;  // adam: the inner optimizer's state
   bool activations_known = true;  // a TorchScript module's are not
   // On the host.
   double runtime = 0, data = 0, outer = 0, exchange = 0;
