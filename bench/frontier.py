@@ -39,6 +39,12 @@ def settings(quick):
         ("diloco H=10 ctk 1/64 4b", 10, ctk(1 / 64, 4)),
         ("diloco H=10 ctk 1/64 8b", 10, ctk(1 / 64, 8)),
         ("diloco H=20 ctk 1/32 8b", 20, ctk(1 / 32, 8)),
+        # With 4 sites the outer steps want more: dense at lr 1.0 ended
+        # 1.9121 against lr 0.7's 1.9275, chunk-topk at lr 3 1.9863 against
+        # lr 2's 2.0353 and lr 4's 2.0109 (1200 steps; data parallelism 1.8666).
+        ("diloco H=10 lr 1.0", 10, DENSE + ["--set", "outer.lr=1.0"]),
+        ("diloco H=10 ctk 1/64 4b lr 3", 10, ctk(1 / 64, 4) + ["--set", "outer.lr=3.0"]),
+        ("diloco H=5 ctk 1/128 4b lr 3", 5, ctk(1 / 128, 4) + ["--set", "outer.lr=3.0"]),
     ]
     if quick:
         return [s for s in full if s[0] == "diloco H=10 ctk 1/64 4b"]

@@ -1018,6 +1018,7 @@ Against the baseline between sites launched apart, on the same links:
 def frontier(q, report_dir):
     cmd = ["/usr/bin/python3", "bench/frontier.py", "--plot-dir", report_dir] + (["--quick", "--sites", "2"] if q else [])
     out = run(cmd)
+    shown = [os.path.relpath(c) if c == report_dir else c for c in cmd]  # no machine path in the report
     return f"""## 16. Bytes against loss: the frontier (`bench/frontier.py`)
 
 Data parallelism (`recipes/data-parallel.toml`, fp32 gradients every step)
@@ -1029,7 +1030,7 @@ bytes between sites over the run's; "on the frontier": no other run has both
 fewer bytes and a lower loss. Target: a setting within 3% of data
 parallelism's final eval loss sends at least 1000x fewer bytes.
 
-Command: `{' '.join(cmd)}`
+Command: `{' '.join(shown)}`
 {out.rstrip()}
 """
 
