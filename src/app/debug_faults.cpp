@@ -46,11 +46,12 @@ void DebugFaults::at_phase(const std::string& phase, int round) {
   if (debug_.fault_signal == "exit") std::_Exit(2);  // gives up, as its own join timeout would
   // The wait runs out 2 s on: the others, which completed the exchange too,
   // have applied it by then, so this site alone is behind.
-  if (debug_.fault_signal == "timeout") std::this_thread::sleep_for(std::chrono::seconds(2));
-  if (debug_.fault_signal == "timeout")
+  if (debug_.fault_signal == "timeout") {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
     throw comm::PeerLost("[debug] site " + std::to_string(site_) + "'s wait ran out at " + phase + " of round " +
                              std::to_string(round) + " (nobody was lost)",
                          world_rank_);
+  }
   std::raise(debug_.fault_signal == "stop" ? SIGSTOP : SIGKILL);
 }
 
