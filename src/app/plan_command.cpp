@@ -120,6 +120,8 @@ Planning gather(const Recipe& recipe, const PlanOptions& options) {
     in.site_overlap_slowdown = p.cluster->site_overlap_slowdown;
     in.exchange_spread = p.cluster->exchange_spread;
     in.control_s = p.cluster->control_s;
+    in.probe_exchange_s = p.cluster->exchange_mean_s;
+    in.probe_codec = p.cluster->probe_codec;
   } else {
     in.sites = options.links_file.empty() ? links_from_recipe(recipe)
                                           : links_from_json(options.links_file, recipe.topology.sites);
@@ -165,6 +167,12 @@ void print_inputs(const Recipe& recipe, const PlanOptions& options, const Planni
                 "spread as this one\n",
                 sorted.size(), p.cluster->probe_codec.c_str(), sorted.front(), sorted.back(),
                 sorted[sorted.size() / 4], sorted[3 * sorted.size() / 4]);
+  }
+  if (const auto m = plan::measured_exchange(in); m.modelled_s > 0.0) {
+    const char* algorithm = m.algorithm == plan::Algorithm::kRing ? "ring" : "all_gather";
+    std::printf("the probe's exchange (%s, %s): %.4f s on average, %.4f s on the links' model; the model's %s "
+                "exchanges are taken as %.2fx their time\n",
+                in.probe_codec.c_str(), algorithm, in.probe_exchange_s, m.modelled_s, algorithm, m.factor);
   }
   if (in.control_s > 0.0)
     std::printf("a small all-reduce right after an exchange (%s): %.4f s; each round's report pays it, and its stop "

@@ -139,6 +139,7 @@ TEST(ClusterFileTest, ExchangeSpreadFromTheLeadersAndControlTimeFromEveryRank) {
   nodes[1].exchanges = {0.1, 0.5};
   EXPECT_NEAR(exchange_spread(nodes)[0], 0.2 / 0.35, 1e-12);
   EXPECT_NEAR(exchange_spread(nodes)[1], 0.5 / 0.35, 1e-12);
+  EXPECT_NEAR(exchange_mean_seconds(nodes), 1.0 / 3.0, 1e-12);  // rank 0's mean: the larger
   EXPECT_NEAR(control_seconds(nodes), (0.01 + 0.02) / 2.0, 1e-12);
   nodes[1].controls.clear();  // a rank without: not measured
   EXPECT_EQ(control_seconds(nodes), 0.0);
@@ -147,6 +148,7 @@ TEST(ClusterFileTest, ExchangeSpreadFromTheLeadersAndControlTimeFromEveryRank) {
   EXPECT_NEAR(exchange_spread(nodes)[2], 0.5 / (1.0 / 3.0), 1e-12);
   nodes[0].exchanges.clear();
   EXPECT_TRUE(exchange_spread(nodes).empty());
+  EXPECT_EQ(exchange_mean_seconds(nodes), 0.0);
 }
 
 // Pairs probed one at a time move at their slower end: each site's link is

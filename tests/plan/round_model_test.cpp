@@ -46,6 +46,26 @@ TEST(PlanModelTest, BlockingExposesTheWholeExchangeOnTheSlowestLink) {
   EXPECT_NEAR(c.bytes_per_billion_tokens, c.bytes_per_round / (10 * 2048.0) * 1e9, 1e-3);
 }
 
+// The probe's all-gather took 1.5x what the model gives for it: the model's
+// all-gather exchanges (any codec) take 1.5x their time; the ring, which
+// the probe did not run, keeps the model's.
+TEST(PlanModelTest, TheProbesExchangeScalesTheModelOfItsAlgorithm) {
+  auto in = inputs(4, 100.0, 0.0, 4000000, 0.1);
+  const double mbps[] = {100.0, 50.0, 20.0, 10.0};
+  for (int s = 0; s < 4; ++s) in.sites[s].up_bytes_per_s = in.sites[s].down_bytes_per_s = mbps[s] * 1e6 / 8.0;
+  in.exchange = AlgorithmSetting::kAllGather;
+  const auto plain = evaluate(in, "none", "none", 10);
+  const auto plain_int8 = evaluate(in, "int8", "none", 10);
+  in.probe_codec = "int4";
+  in.probe_exchange_s = 1.5 * evaluate(in, "int4", "none", 10).sync_s;
+  const auto m = measured_exchange(in);
+  EXPECT_EQ(m.algorithm, Algorithm::kAllGather);
+  EXPECT_NEAR(m.factor, 1.5, 1e-12);
+  EXPECT_NEAR(evaluate(in, "none", "none", 10).sync_s, 1.5 * plain.sync_s, 1e-9);
+  EXPECT_NEAR(evaluate(in, "int8", "none", 10).sync_s, 1.5 * plain_int8.sync_s, 1e-9);
+  EXPECT_DOUBLE_EQ(measured_exchange_factor(in, Algorithm::kRing), 1.0);
+}
+
 // Four sites with their own uplinks: the all-gather sends every payload
 // three times over each site's uplink, so the 10 Mbit/s site sets the time
 // at three payloads, not one; the recipe's compression.exchange and key

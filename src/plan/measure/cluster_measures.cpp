@@ -80,6 +80,7 @@ ClusterSites cluster_sites(const Cluster& cluster, double link_gap, int recipe_s
   out.site_steps = site_step_series(cluster.nodes, out.partition.site_of_rank, static_cast<int>(leaders.size()));
   out.site_overlap_slowdown = host_overlap_slowdown(cluster.nodes, leaders);
   out.exchange_spread = exchange_spread(cluster.nodes);
+  out.exchange_mean_s = exchange_mean_seconds(cluster.nodes);
   out.probe_codec = cluster.exchange_codec;
   out.control_s = control_seconds(cluster.nodes);
   return out;
@@ -129,7 +130,10 @@ std::vector<double> host_overlap_slowdown(const std::vector<ClusterNode>& nodes,
 // How an exchange's time varies: the probe's k-th exchange ran on every
 // leader at once, and lasted as long as it did on the last one to finish it;
 // those times over their mean. Empty when no rank timed exchanges.
-std::vector<double> exchange_spread(const std::vector<ClusterNode>& nodes) {
+namespace {
+
+// The k-th exchange's time on its slowest leader, for every k all leaders timed.
+std::vector<double> slowest_exchanges(const std::vector<ClusterNode>& nodes) {
   std::vector<double> slowest;
   for (const auto& n : nodes) {
     if (n.exchanges.empty()) continue;  // not a leader: it ran no exchange
@@ -137,10 +141,26 @@ std::vector<double> exchange_spread(const std::vector<ClusterNode>& nodes) {
     slowest.resize(std::min(slowest.size(), n.exchanges.size()));
     for (std::size_t k = 0; k < slowest.size(); ++k) slowest[k] = std::max(slowest[k], n.exchanges[k]);
   }
-  if (slowest.empty()) return {};
-  const double mean = std::accumulate(slowest.begin(), slowest.end(), 0.0) / static_cast<double>(slowest.size());
+  return slowest;
+}
+
+double mean_of(const std::vector<double>& v) {
+  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+}  // namespace
+
+std::vector<double> exchange_spread(const std::vector<ClusterNode>& nodes) {
+  std::vector<double> slowest = slowest_exchanges(nodes);
+  const double mean = mean_of(slowest);
   for (auto& t : slowest) t /= mean;
   return slowest;
+}
+
+double exchange_mean_seconds(const std::vector<ClusterNode>& nodes) {
+  double longest = 0.0;
+  for (const auto& n : nodes) longest = std::max(longest, mean_of(n.exchanges));
+  return longest;
 }
 
 // A small collective right behind an exchange: the k-th all-reduce after

@@ -50,6 +50,7 @@ struct ClusterSites {
   std::vector<std::vector<double>> site_steps;  // see site_step_series; empty if not measured
   std::vector<double> site_overlap_slowdown;    // per site: its leader's host's; empty if not measured
   std::vector<double> exchange_spread;          // empty if not measured
+  double exchange_mean_s = 0.0;                 // see exchange_mean_seconds; 0 if not measured
   std::string probe_codec;                      // the codec of the probe's exchanges
   double control_s = 0.0;                       // see control_seconds
 };
@@ -67,6 +68,14 @@ std::vector<double> host_overlap_slowdown(const std::vector<ClusterNode>& nodes,
 // The probe's exchange times, each the slowest leader's, over their mean
 // (the ranks that timed exchanges: the leaders). Empty when none did.
 std::vector<double> exchange_spread(const std::vector<ClusterNode>& nodes);
+
+// How long the probe's exchange took over these links with the steps
+// running (s): the largest of the leaders' mean exchange times. All leaders
+// start each exchange together (an all-reduce ends the one before); each
+// ends when its last payload has arrived, and a round waits for its
+// slowest site's. Not the mean of the k-th exchanges' largest: the largest
+// of a few noisy times overstates. 0 when no rank timed exchanges.
+double exchange_mean_seconds(const std::vector<ClusterNode>& nodes);
 
 // The mean time of the small all-reduce right after each of the probe's
 // exchanges, on the last rank to reach it. 0 unless every rank timed them.

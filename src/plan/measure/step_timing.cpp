@@ -28,7 +28,8 @@ void time_in_bursts(inner::InnerLoop& loop, std::unique_ptr<BackgroundBursts> bu
   int on_steps = 0, off_steps = 0;
   const auto start = std::chrono::steady_clock::now();
   double elapsed = 0.0;
-  while (elapsed < 6.0 || ((on_steps < 5 || off_steps < 5) && elapsed < 60.0)) {
+  constexpr std::uint64_t kBursts = 6;  // phase() counts a burst's start and end
+  while (elapsed < 6.0 || ((on_steps < 5 || off_steps < 5 || bursts->phase() < 2 * kBursts) && elapsed < 60.0)) {
     const auto phase = bursts->phase();
     const auto t0 = std::chrono::steady_clock::now();
     loop.run(1);

@@ -56,7 +56,9 @@ class BackgroundBursts {
 // steps (8 at least), the same stretch of time on every rank. `traffic`,
 // when given too, runs after `ready` runs again (with the parameter count and
 // the mean step) and starts bursts; steps are then timed for 6 s more, and
-// on until 5 lay wholly in bursts and 5 wholly between (60 s at most; one
+// on until 6 bursts have ended (a slow exchange fills a burst alone: the
+// planner's measure of an exchange is the mean of 6 at least) and 5 steps
+// lay wholly in bursts and 5 wholly between (60 s at most; one
 // that a burst starts or ends during is dropped), and overlap_slowdown is
 // the mean of the first over the mean of the second (0 when either is
 // missing): bursts and rests alternate every second or so, so a machine

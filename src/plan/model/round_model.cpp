@@ -22,8 +22,9 @@ std::unique_ptr<compression::Codec> plan_codec(const std::string& name, const co
 
 namespace {
 
-// One exchange of `values` values with `codec` between the leaders.
-ExchangeCost exchange(const PlanInputs& in, const compression::Codec& codec, std::size_t values) {
+// One exchange of `values` values with `codec` between the leaders, as the
+// model gives it.
+ExchangeCost modelled_exchange(const PlanInputs& in, const compression::Codec& codec, std::size_t values) {
   ExchangeShape shape;
   shape.values = values;
   shape.codec = &codec;
@@ -31,6 +32,15 @@ ExchangeCost exchange(const PlanInputs& in, const compression::Codec& codec, std
   shape.keyed = in.keyed;
   shape.part_bytes = in.part_bytes;
   return exchange_cost(in.sites, shape);
+}
+
+// The same, scaled by what the probe measured (see round_model.h).
+ExchangeCost exchange(const PlanInputs& in, const compression::Codec& codec, std::size_t values) {
+  ExchangeCost c = modelled_exchange(in, codec, values);
+  const double factor = measured_exchange_factor(in, c.algorithm);
+  c.seconds *= factor;
+  c.report_seconds *= factor;
+  return c;
 }
 
 std::unique_ptr<compression::Codec> codec_of(const PlanInputs& in, const std::string& name) {
@@ -87,6 +97,22 @@ double boundary_s(const PlanInputs& in, double sync_s, double covered, bool over
 }
 
 }  // namespace
+
+MeasuredExchange measured_exchange(const PlanInputs& in) {
+  MeasuredExchange m;
+  if (in.probe_exchange_s <= 0.0 || in.probe_codec.empty() || in.params == 0) return m;
+  const auto codec = plan_codec(in.probe_codec, in.codec_settings);
+  const ExchangeCost probe = modelled_exchange(in, *codec, in.params);
+  m.algorithm = probe.algorithm;
+  m.modelled_s = probe.seconds;
+  if (probe.seconds > 0.0) m.factor = in.probe_exchange_s / probe.seconds;
+  return m;
+}
+
+double measured_exchange_factor(const PlanInputs& in, Algorithm algorithm) {
+  const MeasuredExchange m = measured_exchange(in);
+  return m.algorithm == algorithm ? m.factor : 1.0;
+}
 
 double round_compute_s(const PlanInputs& in, int H, double overlapped, double floor) {
   const double f = std::clamp(overlapped, 0.0, 1.0);

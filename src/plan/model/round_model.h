@@ -23,6 +23,14 @@
 // to every codec's candidates alike (both come from the links' queues, which
 // any exchange that fills them builds; a codec left out would look better
 // for being unmeasured).
+// Measured exchange: the probe's exchanges ran over the same links with the
+// steps running. Where the model's exchange uses the algorithm the probe's
+// did, its time is scaled by the probe's mean over what the model gives for
+// the probe's exchange (probe_codec, every parameter). The links' rates are
+// measured a pair at a time; an all-gather loads every site's uplink and
+// downlink at once, and TCP then falls short of them (each direction's
+// acknowledgements queue behind the other's data: on 100/50/20/10 Mbit/s
+// sites an int4 all-gather took 1.5x the model's time, a ring 0.9x).
 // Round boundary: the stop vote and the report gather are small messages
 // that wait behind an exchange's data on the links; with the probe's time of
 // one such all-reduce (control_s), a round adds it once for the report, and
@@ -70,6 +78,10 @@ struct PlanInputs {
   // behind the one just launched (overlapped), and the stop vote where an
   // overlapped exchange is still in flight when the steps end.
   double control_s = 0.0;
+  // The probe's exchanges: their mean time (s, each the slowest leader's;
+  // 0: not measured) and the codec they ran with.
+  double probe_exchange_s = 0.0;
+  std::string probe_codec;
   double tokens_per_step = 0.0;       // all sites together
   compression::CodecConfig codec_settings;  // the recipe's block, top-k ratio and bits (name aside)
   int h_min = 1, h_max = 100000;
@@ -102,6 +114,19 @@ std::unique_ptr<compression::Codec> plan_codec(const std::string& name, const co
 // larger of floor and the window's compute (a delayed round: its steps or
 // the exchange beside them, whichever ends later).
 double round_compute_s(const PlanInputs& in, int H, double overlapped = 0.0, double floor = 0.0);
+
+// The probe's exchange as the model gives it (probe_codec, every
+// parameter) and the probe's mean over that; factor 1 when not measured.
+struct MeasuredExchange {
+  Algorithm algorithm = Algorithm::kAllGather;
+  double modelled_s = 0.0;
+  double factor = 1.0;
+};
+MeasuredExchange measured_exchange(const PlanInputs& in);
+
+// What the model's exchange time is multiplied by for `algorithm`: the
+// measured factor when the probe ran that algorithm, else 1.
+double measured_exchange_factor(const PlanInputs& in, Algorithm algorithm);
 
 // One candidate's numbers.
 PlanCandidate evaluate(const PlanInputs& in, const std::string& codec, const std::string& overlap, int H);
