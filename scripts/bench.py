@@ -196,11 +196,14 @@ At ~25M parameters (the byte GPT with `{' '.join(big[:6])}`, batch 16 x 64,
 
 Where the step's time goes (`{' '.join(profile_cmd)}`): both loops under
 libtorch's profiler (the C++ legacy autograd profiler, torch.profiler in
-Python), self time per operator. The profilers attribute differently (the
-C++ one records the matrix products of `linear` as `mm` where Python's
-records `addmm`, and adds its own overhead per operator), so their totals
-exceed the wall time and compare only loosely; the wall-time row is the
-unprofiled measurement.
+Python), calls and self time per operator. The C++ profiler adds its own
+cost to every call it records, so its totals exceed the wall time and the
+two compare only loosely; the wall-time row is the unprofiled measurement.
+The calls are what to compare: where the C++ column shows time for an
+operator Python's shows almost none (`aten::select`, `aten::resolve_conj`,
+`aten::as_strided`: ATen's batched matrix product takes one view per
+matrix of the batch, in both loops alike), the call counts are the same
+and the time is the profiler's.
 
 {profile.strip()}
 

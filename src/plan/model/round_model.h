@@ -25,12 +25,13 @@
 // for being unmeasured).
 // Measured exchange: the probe's exchanges ran over the same links with the
 // steps running. Where the model's exchange uses the algorithm the probe's
-// did, its time is scaled by the probe's mean over what the model gives for
+// did, its time is scaled by the probe's (the largest of the leaders' mean
+// exchange times) over what the model gives for
 // the probe's exchange (probe_codec, every parameter). The links' rates are
 // measured a pair at a time; an all-gather loads every site's uplink and
 // downlink at once, and TCP then falls short of them (each direction's
 // acknowledgements queue behind the other's data: on 100/50/20/10 Mbit/s
-// sites an int4 all-gather took 1.5x the model's time, a ring 0.9x).
+// sites an int4 all-gather took 1.44x the model's time).
 // Round boundary: the stop vote and the report gather are small messages
 // that wait behind an exchange's data on the links; with the probe's time of
 // one such all-reduce (control_s), a round adds it once for the report, and
