@@ -1031,7 +1031,11 @@ link, every run the same inner steps per site (the loss does not depend on
 the links; the wall time does). "fewer bytes than DP" is data parallelism's
 bytes between sites over the run's; "on the frontier": no other run has both
 fewer bytes and a lower loss. Target: a setting within 3% of data
-parallelism's final eval loss sends at least 1000x fewer bytes.
+parallelism's final eval loss sends at least 1000x fewer bytes. Data
+parallelism with Muon (`inner.optimizer = "muon"`, the optimizer of the
+settings that reach the target on 4 sites) is run too: the verdict is
+against the recipe's baseline (AdamW), and the line after it says where
+the settings stand against a baseline with the same inner optimizer.
 
 Command: `{' '.join(shown)}`
 {out.rstrip()}
