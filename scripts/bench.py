@@ -883,7 +883,9 @@ of that round's slowest site (3 ranks on 2 cores take turns being slow),
 the steps an overlapped exchange is in flight for slowed by the host's
 measured `overlap_slowdown`, and an overlapped round lasting, round by
 round, the longer of its steps and its exchange, whose time varies as the
-probe's exchanges with the recipe's codec (int4 here) varied; each round's
+probe's exchanges with the recipe's codec (int4 here) varied, and whose
+mean is the model's time scaled by what the probe's exchanges took (the
+largest of the leaders' means) over the model's time for them; each round's
 report gather, and its stop vote where the exchange outlasts the steps, pay
 what the probe's small all-reduce right behind an exchange took; that plan trains across the same namespaces for at least 6 rounds and 10 s
 of steady rounds (all but the first and the last), which are compared with
