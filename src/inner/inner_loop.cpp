@@ -1,6 +1,8 @@
 // Inner loop: flat parameter and gradient buffers, one all-reduce per step.
 #include "inner/inner_loop.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -345,6 +347,12 @@ namespace diloco::inner {
 
 void set_compute_threads(int threads) {
   torch::set_num_threads(threads);
+  // libtorch's setting does not reach an OpenBLAS built with its own
+  // threads (Debian's libopenblas0-pthread): without OMP_NUM_THREADS or
+  // OPENBLAS_NUM_THREADS, every rank's matrix products would take every
+  // core. Found at run time: libtorch may be linked with another BLAS.
+  using SetThreads = void (*)(int);
+  if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) set(threads);
 }
 
 void warm_up_runtime(const DeviceConfig& device) {

@@ -198,8 +198,8 @@ class InnerLoop {
 
 namespace diloco::inner {
 
-// Intra-op threads for this process's tensor math (one per rank when ranks
-// share cores).
+// Intra-op threads for this process's tensor math, libtorch's and OpenBLAS's
+// where libtorch uses it (one per rank when ranks share cores).
 void set_compute_threads(int threads);
 
 }  // namespace diloco::inner

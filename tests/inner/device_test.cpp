@@ -3,6 +3,8 @@
 // so its bookkeeping is tested here; CUDA itself is tested only where a GPU is.
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -147,4 +149,17 @@ TEST(CudaTest, InnerStepsOnCudaFollowTheCpuAndStageThroughTheHost) {
   }
   EXPECT_LT(std::sqrt(diff / norm), 1e-3) << "CUDA kernels round differently, but not by much";
   EXPECT_NEAR(cpu.eval_loss(8), cuda.eval_loss(8), 1e-2);
+}
+
+// run.threads bounds OpenBLAS's own threads too, where libtorch uses it:
+// set to 1, then 2, OpenBLAS reports each (skipped where libtorch uses
+// another BLAS).
+TEST(DeviceTest, ComputeThreadsBoundOpenBlas) {
+  using GetThreads = int (*)();
+  auto get = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  if (!get) GTEST_SKIP() << "libtorch does not use OpenBLAS here";
+  set_compute_threads(2);
+  EXPECT_EQ(get(), 2);
+  set_compute_threads(1);
+  EXPECT_EQ(get(), 1);
 }
