@@ -126,8 +126,9 @@ def main():
         # user who can change the optimizer would compare with.
         dp_muon = None if a.quick else dict(train_steps(sites, "recipes/data-parallel.toml", 10, steps, MUON, links),
                                             name="data-parallel muon")
-        results = [dp] + ([dp_muon] if dp_muon else []) + [dict(train_steps(sites, "recipes/quickstart.toml", H, steps, flags, links), name=name)
-                          for name, H, flags in settings(a.quick)]
+        diloco = [dict(train_steps(sites, "recipes/quickstart.toml", H, steps, flags, links), name=name)
+                  for name, H, flags in settings(a.quick)]
+        results = [dp] + ([dp_muon] if dp_muon else []) + diloco
         front = pareto(results)
         print(f"\n{sites} sites, {steps} inner steps per site, links 100 Mbit/s and 50 ms (the last run: "
               f"`{results[-1]['shown']}`):\n")
@@ -137,7 +138,6 @@ def main():
             print(f"| {r['name']} | {r['H']} | {r['final']:.4f} | {100 * (r['final'] / dp['final'] - 1):+.1f}% | "
                   f"{r['bytes'] / 1e6:.3f} MB | {dp['bytes'] / r['bytes']:.0f}x | {r['wall']:.1f} | "
                   f"{'yes' if r in front else ''} |")
-        diloco = [r for r in results if not r["name"].startswith("data-parallel")]
         close = [r for r in diloco if r["final"] <= 1.03 * dp["final"]]
         if close:
             best = max(close, key=lambda r: dp["bytes"] / r["bytes"])

@@ -95,5 +95,6 @@ def main():
     print("\nOperators diloco's loop calls more often per step than Python's: " +
           (", ".join(f"{n} ({c_calls[n]:.0f} against {q_calls.get(n, 0):.0f})" for n in more) or "none") + ".")
 
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -25,9 +25,9 @@
 // for being unmeasured).
 // Measured exchange: the probe's exchanges ran over the same links with the
 // steps running. Where the model's exchange uses the algorithm the probe's
-// did, its time is scaled by the probe's (the largest of the leaders' mean
-// exchange times) over what the model gives for
-// the probe's exchange (probe_codec, every parameter). The links' rates are
+// did, its time is scaled by the probe's time (the largest of the leaders'
+// mean exchange times) over what the model gives for the probe's exchange
+// (probe_codec, every parameter). The links' rates are
 // measured a pair at a time; an all-gather loads every site's uplink and
 // downlink at once, and TCP then falls short of them (each direction's
 // acknowledgements queue behind the other's data: on 100/50/20/10 Mbit/s
@@ -79,8 +79,8 @@ struct PlanInputs {
   // behind the one just launched (overlapped), and the stop vote where an
   // overlapped exchange is still in flight when the steps end.
   double control_s = 0.0;
-  // The probe's exchanges: their mean time (s, each the slowest leader's;
-  // 0: not measured) and the codec they ran with.
+  // The probe's exchanges: their time (s, the largest of the leaders' mean
+  // exchange times; 0: not measured) and the codec they ran with.
   double probe_exchange_s = 0.0;
   std::string probe_codec;
   double tokens_per_step = 0.0;       // all sites together
@@ -117,7 +117,7 @@ std::unique_ptr<compression::Codec> plan_codec(const std::string& name, const co
 double round_compute_s(const PlanInputs& in, int H, double overlapped = 0.0, double floor = 0.0);
 
 // The probe's exchange as the model gives it (probe_codec, every
-// parameter) and the probe's mean over that; factor 1 when not measured.
+// parameter) and probe_exchange_s over that; factor 1 when not measured.
 struct MeasuredExchange {
   Algorithm algorithm = Algorithm::kAllGather;
   double modelled_s = 0.0;
