@@ -1,6 +1,8 @@
 // GPT forward pass and GPT-2 style initialization.
 #include "inner/gpt.h"
 
+#include "inner/models/attention.h"
+
 #include <cmath>
 #include <tuple>
 
@@ -30,13 +32,17 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
   const auto T = x.size(1);
   const auto C = x.size(2);
   const auto head_dim = C / n_heads_;
-  // unbind, not three selects: its backward stacks the three gradients into
-  // one tensor, where each select's backward fills a zero tensor the size
-  // of all three and adds them (measured by bench/profile_step.py).
-  const auto qkv = linear(qkv_, x).view({B, T, 3, n_heads_, head_dim}).permute({2, 0, 3, 1, 4}).unbind(0);
-  const auto& q = qkv[0];
-  auto k = qkv[1];
-  auto v = qkv[2];
+  // split along the features, not three selects of a [B, T, 3, H, d] view:
+  // split's backward concatenates the three gradients straight into the
+  // [B, T, 3C] layout the product's backward reads, where each select's
+  // backward fills a zero tensor the size of all three and adds them, and
+  // unbind's stacks them in another order that takes one more copy
+  // (measured by bench/profile_step.py).
+  const auto qkv = linear(qkv_, x).split(C, -1);
+  const auto heads = [&](const torch::Tensor& t) { return t.view({B, T, n_heads_, head_dim}).transpose(1, 2); };
+  const auto q = heads(qkv[0]);
+  auto k = heads(qkv[1]);
+  auto v = heads(qkv[2]);
   torch::Tensor mask;
   if (cache) {
     mask = causal_mask(cache->length, T, x.device());
@@ -44,9 +50,7 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
   } else {
     mask = mask_.slice(0, 0, T).slice(1, 0, T);
   }
-  auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));
-  if (mask.defined()) scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
-  auto y = torch::matmul(torch::softmax(scores, -1), v);
+  const auto y = causal_attention(q, k, v, mask);
   return linear(proj_, y.transpose(1, 2).reshape({B, T, C}));
 }
 

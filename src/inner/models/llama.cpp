@@ -1,6 +1,8 @@
 // Llama-style decoder: forward pass and initialization.
 #include "inner/models/llama.h"
 
+#include "inner/models/attention.h"
+
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -69,9 +71,7 @@ torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::T
     k = k.repeat_interleave(n_heads_ / n_kv_heads_, 1);
     v = v.repeat_interleave(n_heads_ / n_kv_heads_, 1);
   }
-  auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim_));
-  if (mask.defined()) scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
-  auto y = torch::matmul(torch::softmax(scores, -1), v);
+  const auto y = causal_attention(q, k, v, mask);
   return o_proj_->forward(y.transpose(1, 2).reshape({B, T, n_heads_ * head_dim_}));
 }
 
