@@ -173,7 +173,7 @@ double loader_tokens_per_s(const Options& o) {
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  set_compute_threads(o.threads);
+  prepare_host_compute(o.threads);
   const bool cuda = o.device == "cuda";
   if (cuda && cuda_device_count() == 0) {
     std::fprintf(stderr, "bench_inner: --device cuda but libtorch sees no CUDA device\n");

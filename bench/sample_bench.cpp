@@ -61,7 +61,7 @@ using diloco::bench::median;
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  set_compute_threads(o.threads);
+  prepare_host_compute(o.threads);
   const torch::Device device = o.device == "cuda" ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   ModelConfig c;
   c.kind = o.model == "llama" ? ModelKind::kLlama : ModelKind::kGpt;

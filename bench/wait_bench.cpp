@@ -186,7 +186,7 @@ void latency_table(const Options& o, comm::MpiCommunicator& world, comm::Communi
 
 void steps_table(const Options& o, comm::MpiCommunicator& world, comm::Communicator& paced,
                  comm::Communicator& spinning) {
-  inner::set_compute_threads(1);
+  inner::prepare_host_compute(1);
   inner::ModelConfig model;  // the quickstart's
   model.d_model = 128;
   model.n_layers = 2;

@@ -105,7 +105,7 @@ int eval_body(int argc, char** argv) {
     world = comm::MpiCommunicator::world();
     local_rank = comm::node_rank(*world).rank;
   }
-  if (f.values.count("threads")) inner::set_compute_threads(static_cast<int>(f.integer("threads", 1, 1, 256)));
+  inner::prepare_host_compute(f.values.count("threads") ? static_cast<int>(f.integer("threads", 1, 1, 256)) : 0);
   SavedModel m = load_saved_model(f.model);
   const auto d = data_config(f, m);
   inner::EvalWindows w;

@@ -37,7 +37,7 @@ int sample_body(int argc, char** argv) {
     return 0;
   }
   if (!f.values.count("prompt")) throw FlagError("needs --prompt TEXT");
-  if (f.values.count("threads")) inner::set_compute_threads(static_cast<int>(f.integer("threads", 1, 1, 256)));
+  inner::prepare_host_compute(f.values.count("threads") ? static_cast<int>(f.integer("threads", 1, 1, 256)) : 0);
   inner::SampleOptions o;
   o.tokens = static_cast<int>(f.integer("tokens", 200, 1, 1 << 24));
   o.temperature = f.number("temperature", 0.8, 0.0, 100.0);

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "inner/autocast.h"
+#include "inner/host_block_cache.h"
 #include "inner/inner_optimizer.h"
 #include "inner/models/model.h"
 #include "inner/models/weights.h"
@@ -353,6 +354,11 @@ void set_compute_threads(int threads) {
   // core. Found at run time: libtorch may be linked with another BLAS.
   using SetThreads = void (*)(int);
   if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) set(threads);
+}
+
+void prepare_host_compute(int threads) {
+  if (threads > 0) set_compute_threads(threads);
+  use_host_block_cache();
 }
 
 void warm_up_runtime(const DeviceConfig& device) {

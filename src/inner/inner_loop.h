@@ -202,4 +202,9 @@ namespace diloco::inner {
 // where libtorch uses it (one per rank when ranks share cores).
 void set_compute_threads(int threads);
 
+// What a process that runs models sets up first: its compute threads (0:
+// libtorch's default) and the host block cache as libtorch's CPU allocator
+// (host_block_cache.h).
+void prepare_host_compute(int threads);
+
 }  // namespace diloco::inner

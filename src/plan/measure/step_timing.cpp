@@ -59,7 +59,7 @@ MeasuredModel measure_model(const StepSetup& setup, const inner::DeviceConfig& d
                             const std::function<void()>& ready,
                             const std::function<std::unique_ptr<BackgroundBursts>(std::size_t, double)>& traffic) {
   MeasuredModel m;
-  inner::set_compute_threads(setup.threads);
+  inner::prepare_host_compute(setup.threads);
   inner::SoloGroup solo;
   inner::InnerLoop loop(setup.model, setup.optim, setup.data, *setup.dataset, {}, solo, setup.seed, 1000, device);
   m.params = loop.num_params();
