@@ -873,11 +873,12 @@ Memory: for each model, what `diloco plan` predicts for a site leader (2
 sites x 1 rank): fp32 weights, gradients and AdamW, the activations autograd
 keeps, the outer state and exchange buffers, the tokens, and the runtime
 measured in the planning process after libtorch has started. "In use"
-against a run where glibc returns freed blocks at once
-(`MALLOC_MMAP_THRESHOLD_=131072`, so RSS follows use); "peak RSS" adds what
-glibc keeps of freed activations (0.6 of them) and is against a run with
-glibc's default. The second table is why diloco keeps glibc's default:
-returning the memory makes every step fault its activations in afresh.
+against a run with the host block cache off and glibc returning freed
+blocks at once (`DILOCO_HOST_BLOCK_CACHE=0 MALLOC_MMAP_THRESHOLD_=131072`,
+so RSS follows use); "peak RSS" adds what the host block cache keeps of
+freed activations at the step's peak (0.3 of them) and is against a run as
+diloco runs. The second table is the step time with the host block cache
+and with glibc's malloc (`DILOCO_HOST_BLOCK_CACHE=0`).
 
 Command: `{' '.join(cmd)}`
 

@@ -245,7 +245,7 @@ void print_memory_here(plan::MemoryInputs in) {
                 "%.0f MB", in_mb(lead.device()), in_mb(lead.host()), in_mb(other.host()));
   else
     std::printf("  model on the CPU (run.device): a rank needs device + host: leader %.0f MB, other ranks %.0f MB "
-                "(in use, without what glibc keeps: leader %.0f MB)",
+                "(in use, without what the host block cache keeps: leader %.0f MB)",
                 in_mb(lead.total()), in_mb(other.total()), in_mb(lead.total() - lead.allocator));
   std::printf("%s\n", lead.activations_known ? "" : " (?: a TorchScript module's activations are not known)");
 }
@@ -271,7 +271,7 @@ void print_memory(const Recipe& r, const Planning& p, const std::string& codec, 
                   int fragments) {
   const auto in = memory_inputs(r, p, codec, overlap, fragments);
   std::printf("\nmemory per rank, MB (batch %d, %s, codec %s, overlap %s; runtime: %s;\n"
-              "  allocator: what glibc keeps of freed activations on a CPU rank, 0.6x of them as measured):\n"
+              "  allocator: what the host block cache keeps of freed activations on a CPU rank, 0.3x of them as measured):\n"
               "  %-12s %9s %9s %9s %9s %12s | %9s %9s %9s %9s %9s | %9s %9s\n",
               in.batch, in.bf16 ? "bf16" : "fp32", codec.c_str(), overlap.c_str(),
               p.cluster ? "as each rank measured it, else this process before any model" : "this process before any model",

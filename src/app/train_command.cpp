@@ -80,7 +80,7 @@ class TrainSession {
   int run_steps() {
     try {
       step("", [&] { check_threads(); });
-      inner::prepare_host_compute(recipe_.run.threads);
+      step("", [&] { inner::prepare_host_compute(recipe_.run.threads); });
       step("run.out_dir: ", [&] { open_output(); });
       step("", [&] { read_key(); });
       step("data: ", [&] { dataset_.emplace(load_dataset(recipe_)); });

@@ -144,6 +144,8 @@ int run_guarded(const std::string& command, const std::function<int()>& body, bo
     return fail(2, e.what());
   } catch (const comm::CommError& e) {
     return fail(3, e.what());
+  } catch (const std::invalid_argument& e) {  // a bad value from the environment (DILOCO_HOST_BLOCK_CACHE)
+    return fail(2, e.what());
   } catch (const std::exception& e) {
     return fail(1, std::string("internal error: ") + e.what());
   }

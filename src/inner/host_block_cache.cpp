@@ -4,7 +4,10 @@
 #include <c10/core/CPUAllocator.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <new>
+#include <stdexcept>
+#include <string>
 
 namespace diloco::inner {
 
@@ -111,7 +114,16 @@ HostBlockCache& host_block_cache() {
   return *instance;
 }
 
+bool host_block_cache_wanted() {
+  const char* set = std::getenv("DILOCO_HOST_BLOCK_CACHE");
+  if (!set || std::strcmp(set, "1") == 0) return true;
+  if (std::strcmp(set, "0") == 0) return false;
+  throw std::invalid_argument(std::string("DILOCO_HOST_BLOCK_CACHE is \"") + set +
+                              "\": 1 (the host block cache, the default) or 0 (libtorch's own allocator)");
+}
+
 void use_host_block_cache() {
+  if (!host_block_cache_wanted()) return;
   // Above the priority libtorch registers its own CPU allocator with.
   c10::SetCPUAllocator(&host_block_cache(), /*priority=*/1);
 }

@@ -71,8 +71,15 @@ class HostBlockCache final : public c10::Allocator {
 // be freed during static destruction).
 HostBlockCache& host_block_cache();
 
+// Whether the process should use it: yes unless the environment sets
+// DILOCO_HOST_BLOCK_CACHE=0 (libtorch's own allocator, glibc's malloc: for a
+// memory checker, or to let RSS follow the memory in use). Any value but 0
+// or 1 throws std::invalid_argument naming the variable.
+bool host_block_cache_wanted();
+
 // Makes it libtorch's CPU allocator for tensors created from now on (tensors
-// that exist keep the allocator that made them). Idempotent.
+// that exist keep the allocator that made them), unless unwanted (above).
+// Idempotent.
 void use_host_block_cache();
 
 }  // namespace diloco::inner

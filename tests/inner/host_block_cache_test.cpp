@@ -4,6 +4,9 @@
 
 #include <torch/torch.h>
 
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -120,4 +123,21 @@ TEST(HostBlockCacheTest, InnerStepsReuseTheirBlocks) {
   EXPECT_EQ(after.allocated, warm.allocated) << "steps of the same shapes should need no new blocks";
   EXPECT_GT(after.reused, warm.reused);
   EXPECT_LE(after.kept_bytes, after.peak_in_use_bytes);
+}
+
+TEST(HostBlockCacheTest, TheEnvironmentTurnsItOff) {
+  unsetenv("DILOCO_HOST_BLOCK_CACHE");
+  EXPECT_TRUE(host_block_cache_wanted());
+  setenv("DILOCO_HOST_BLOCK_CACHE", "1", 1);
+  EXPECT_TRUE(host_block_cache_wanted());
+  setenv("DILOCO_HOST_BLOCK_CACHE", "0", 1);
+  EXPECT_FALSE(host_block_cache_wanted());
+  setenv("DILOCO_HOST_BLOCK_CACHE", "off", 1);
+  try {
+    host_block_cache_wanted();
+    ADD_FAILURE() << "a value other than 0 or 1 was taken";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("DILOCO_HOST_BLOCK_CACHE is \"off\""), std::string::npos) << e.what();
+  }
+  unsetenv("DILOCO_HOST_BLOCK_CACHE");
 }

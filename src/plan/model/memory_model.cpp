@@ -61,8 +61,9 @@ std::string mb(double bytes) {
 
 }  // namespace
 
-// glibc's retention of freed activation blocks on a CPU rank (plan_memory.h).
-constexpr double kAllocatorRetention = 0.6;
+// What the host block cache keeps of freed activation blocks at a CPU rank's
+// peak (memory_model.h).
+constexpr double kAllocatorRetention = 0.3;
 
 double activation_bytes(const inner::ModelConfig& m, int batch, bool bf16) {
   if (m.kind == inner::ModelKind::kTorchScript) return -1.0;
