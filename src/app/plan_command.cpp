@@ -117,6 +117,8 @@ Planning gather(const Recipe& recipe, const PlanOptions& options) {
       step = p.cluster->slowest_step_s;
       in.site_steps = p.cluster->site_steps;
     }
+    in.site_shared_host = p.cluster->site_shared_host;
+    in.site_ranks = p.cluster->site_ranks;
     in.site_overlap_slowdown = p.cluster->site_overlap_slowdown;
     in.exchange_spread = p.cluster->exchange_spread;
     in.control_s = p.cluster->control_s;
@@ -152,8 +154,11 @@ void print_inputs(const Recipe& recipe, const PlanOptions& options, const Planni
   std::printf("\n");
   if (!in.site_steps.empty()) {
     const int h = recipe.sync.H;
-    std::printf("a round's compute from the sites' step series (the slowest site each round): %.4f s per step "
+    const auto& hosts = in.site_shared_host;
+    const bool shared = std::any_of(hosts.begin(), hosts.end(), [](int x) { return x >= 0; });
+    std::printf("a round's compute from the sites' step series (the slowest site each round%s): %.4f s per step "
                 "at H %d, %.4f at H %d",
+                shared ? "; sites on a host with fewer cores than ranks at the host's rate" : "",
                 plan::round_compute_s(in, h) / h, h, plan::round_compute_s(in, 4 * h) / (4 * h), 4 * h);
     if (!in.site_overlap_slowdown.empty())
       std::printf("; with an exchange in flight throughout, %.4f at H %d", plan::round_compute_s(in, h, 1.0) / h, h);

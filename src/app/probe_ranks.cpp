@@ -4,6 +4,7 @@
 // of sites launched apart) and written as a cluster file.
 #include "app/probe_ranks.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -156,6 +157,9 @@ plan::ClusterNode describe_rank(const Recipe& recipe, const std::vector<std::str
   mine.host = hosts[static_cast<std::size_t>(rank)];
   mine.device = device.cuda ? "cuda:" + std::to_string(device.index) : "cpu";
   mine.memory_bytes = usable_memory(device, hosts, rank);
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  mine.cores = sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : 0;
   inner::warm_up_runtime(device);
   mine.runtime_bytes = plan::resident_bytes();
   return mine;
@@ -214,7 +218,7 @@ std::vector<plan::ClusterNode> gather_nodes(comm::LaunchGroup& world, const std:
   const auto as_bytes = [](const std::vector<double>& v) { return std::as_bytes(std::span<const double>(v)); };
   const auto numbers =
       world.all_gather(as_bytes({mine.memory_bytes, mine.step_s, mine.runtime_bytes, mine.overlap_slowdown,
-                                 static_cast<double>(mine.site)}));
+                                 static_cast<double>(mine.site), static_cast<double>(mine.cores)}));
   const auto devices = world.all_gather(std::as_bytes(std::span<const char>(mine.device.data(), mine.device.size())));
   const auto steps = world.all_gather(as_bytes(mine.steps));
   const auto exchanges = world.all_gather(as_bytes(mine.exchanges));
@@ -224,7 +228,7 @@ std::vector<plan::ClusterNode> gather_nodes(comm::LaunchGroup& world, const std:
     const auto v = doubles_of(numbers[r]);
     const std::string device(reinterpret_cast<const char*>(devices[r].data()), devices[r].size());
     nodes.push_back({static_cast<int>(r), hosts[r], device, v[0], v[1], v[2], doubles_of(steps[r]), v[3],
-                     doubles_of(exchanges[r]), doubles_of(controls[r]), static_cast<int>(v[4])});
+                     doubles_of(exchanges[r]), doubles_of(controls[r]), static_cast<int>(v[4]), static_cast<int>(v[5])});
   }
   return nodes;
 }

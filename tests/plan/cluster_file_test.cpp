@@ -182,6 +182,29 @@ TEST(ClusterFileTest, SiteLinksFromPairsAndThePlannedSites) {
 // those sites (not a cut by links, which would find one here) and their
 // first ranks as leaders; a file giving some sites only, or sites out of
 // rank order, is refused naming the rank.
+// Ranks beyond a host's cores share it: the sites all of whose ranks are
+// there are marked with that host; a site with a rank elsewhere, or a host
+// with a core for each rank, shares none. "cores" is read back, and checked.
+TEST(ClusterFileTest, SitesSharingAHostBeyondItsCores) {
+  Cluster c;
+  const char* hosts[] = {"a", "a", "a", "b", "b", "c"};
+  for (int r = 0; r < 6; ++r) c.nodes.push_back({r, hosts[r], "cpu", 1e9, 0.05, 0, {}, 0, {}, {}, -1, r < 3 ? 2 : 4});
+  c.links.assign(6, std::vector<diloco::comm::LinkEstimate>(6, {0.001, 1e7}));
+  const auto back = read_cluster(write_file("cluster_cores.json", cluster_json(c).dump()));
+  EXPECT_EQ(back.nodes[0].cores, 2);
+  EXPECT_EQ(back.nodes[5].cores, 4);
+  // Sites: {0}, {1}, {2}: host a's 3 ranks on 2 cores; {3, 4} on b's 4 cores; {5}.
+  EXPECT_EQ(shared_hosts(back.nodes, {0, 1, 2, 3, 3, 4}, 5), (std::vector<int>{0, 0, 0, -1, -1}));
+  // A site with ranks on a and b shares neither whole.
+  EXPECT_EQ(shared_hosts(back.nodes, {0, 0, 1, 1, 2, 3}, 4), (std::vector<int>{0, -1, -1, -1}));
+  c.nodes[1].cores = 0;  // a node that does not say: its host is not known to be shared
+  EXPECT_TRUE(shared_hosts(c.nodes, {0, 1, 2, 3, 3, 4}, 5).empty());
+  const std::string links = "[" + link(0, 1) + "]";
+  EXPECT_NE(refusal("cores.json", "{\"nodes\":[" + node(0, ",\"cores\":0") + "," + node(1, "") + "],\"links\":" + links + "}")
+                .find("nodes[0].cores must be a whole number >= 1"),
+            std::string::npos);
+}
+
 TEST(ClusterFileTest, SitesLaunchedApartAreTheFilesOwn) {
   Cluster c;
   for (int r = 0; r < 3; ++r) c.nodes.push_back({r, "h", "cpu", 1e9, 0.05, 0, {}, 0, {}, {}, r == 0 ? 0 : 1});

@@ -2,6 +2,8 @@
 // overlap mode exposes, and the plan each goal picks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "plan/model/round_model.h"
 #include "plan/choose/goal_search.h"
 #include "plan/input_error.h"
@@ -131,6 +133,29 @@ TEST(PlanModelTest, ARoundWaitsForTheSlowestSiteOfThatRound) {
   EXPECT_NEAR(delayed.exposed_s, delayed.round_s - round_compute_s(in, 2), 1e-12);
   in.site_steps.clear();
   EXPECT_NEAR(round_compute_s(in, 4), 4 * 0.15, 1e-12);  // no series: H times step_s
+}
+
+// Three one-rank sites on a host of 2 cores: the probe saw them take turns
+// unevenly (0.3, 0.3 and 0.45 s a step, all stepping at once). In a round
+// longer than half the series, the sites that finish first hand their share
+// on, so the three take what the host's cores can do: 3 / (1/0.3 + 1/0.3 +
+// 1/0.45) steps' worth, not the slowest site's pace; a shorter round (sliding
+// windows) waits for the slowest. A fourth site on its own host keeps its own.
+TEST(PlanModelTest, SitesSharingAHostsCoresFinishAtTheHostsRate) {
+  auto in = inputs(4, 100.0, 50.0, 1000, 0.45);
+  in.site_steps = {std::vector<double>(40, 0.3), std::vector<double>(40, 0.3), std::vector<double>(40, 0.45),
+                   std::vector<double>(40, 0.2)};
+  EXPECT_NEAR(round_compute_s(in, 4), 4 * 0.45, 1e-12);  // not shared: the slowest site's pace
+  in.site_shared_host = {0, 0, 0, -1};
+  in.site_ranks = {1, 1, 1, 1};
+  const double host = 3.0 / (1 / 0.3 + 1 / 0.3 + 1 / 0.45);
+  EXPECT_NEAR(round_compute_s(in, 4), 4 * 0.45, 1e-12);   // 2 H steps measured: sliding windows, the slowest
+  EXPECT_NEAR(round_compute_s(in, 30), 30 * host, 1e-12);  // fewer: H times the means, at the host's rate
+  in.site_steps[3].assign(40, 0.5);                        // the site on its own host is slower still
+  EXPECT_NEAR(round_compute_s(in, 30), 30 * 0.5, 1e-12);
+  in.site_steps[3].assign(40, 0.2);
+  in.site_ranks = {1, 2, 1, 1};  // a site of two ranks weighs twice
+  EXPECT_NEAR(round_compute_s(in, 30), 30 * 4.0 / (1 / 0.3 + 2 / 0.3 + 1 / 0.45), 1e-12);
 }
 
 // Steps run 20% slower with an exchange in flight on site 1 (site 0 not at

@@ -130,6 +130,12 @@ Cluster read_cluster(const std::string& path) {
       if (n.overlap_slowdown <= 0.0) throw InputError(at + ".overlap_slowdown must be > 0");
     }
     if (node.contains("site")) n.site = index_at(node, "site", at, count, "site");
+    if (node.contains("cores")) {
+      const double cores = number_at(node, "cores", at);
+      if (cores < 1.0 || cores != static_cast<double>(static_cast<int>(cores)))
+        throw InputError(at + ".cores must be a whole number >= 1");
+      n.cores = static_cast<int>(cores);
+    }
   }
   check_launched_sites(c.nodes, path);
   c.links = parse_link_pairs(doc["links"], count, path, "ranks");
@@ -153,6 +159,7 @@ nlohmann::ordered_json cluster_json(const Cluster& cluster) {
     if (!n.exchanges.empty()) doc["nodes"].back()["exchanges"] = n.exchanges;
     if (!n.controls.empty()) doc["nodes"].back()["controls"] = n.controls;
     if (n.site >= 0) doc["nodes"].back()["site"] = n.site;
+    if (n.cores > 0) doc["nodes"].back()["cores"] = n.cores;
   }
   doc["links"] = pairs_json(cluster.links);
   if (!cluster.exchange_codec.empty()) doc["exchange_codec"] = cluster.exchange_codec;

@@ -3,7 +3,8 @@
 // time) and every pair of ranks' link, as JSON.
 //   {"nodes": [{"rank", "host", "device", "memory_bytes", "step_s"}, ...],
 //    "links": [{"a", "b", "latency_ms", "bandwidth_mbps"}, ...]}
-// A node may also give "runtime_bytes": the rank's resident memory before
+// A node may also give "cores": the cores it may run on (ranks on one host
+// beyond its cores take turns on them), and "runtime_bytes": the rank's resident memory before
 // any model (libtorch, MPI, the process), which the planner adds, and
 // "steps": the durations (s) of the steps its step_s averages, in order,
 // timed while every rank stepped at once (the planner takes from them how
@@ -43,6 +44,7 @@ struct ClusterNode {
   std::vector<double> exchanges;  // the probe's exchanges' durations (s), in order; empty: not given
   std::vector<double> controls;   // the small all-reduce after each (s); empty: not given
   int site = -1;                  // the site it was launched as (sites launched apart); -1: not given
+  int cores = 0;                  // the cores the rank may run on (its affinity); 0: not given
 };
 
 struct Cluster {

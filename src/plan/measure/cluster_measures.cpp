@@ -78,6 +78,9 @@ ClusterSites cluster_sites(const Cluster& cluster, double link_gap, int recipe_s
       if (a != b) between[a][b] = cluster.links[leaders[a]][leaders[b]];
   out.sites = site_links(between);
   out.site_steps = site_step_series(cluster.nodes, out.partition.site_of_rank, static_cast<int>(leaders.size()));
+  out.site_shared_host = shared_hosts(cluster.nodes, out.partition.site_of_rank, static_cast<int>(leaders.size()));
+  out.site_ranks.assign(leaders.size(), 0);
+  for (int site : out.partition.site_of_rank) ++out.site_ranks[static_cast<std::size_t>(site)];
   out.site_overlap_slowdown = host_overlap_slowdown(cluster.nodes, leaders);
   out.exchange_spread = exchange_spread(cluster.nodes);
   out.exchange_mean_s = exchange_mean_seconds(cluster.nodes);
@@ -103,6 +106,27 @@ std::vector<std::vector<double>> site_step_series(const std::vector<ClusterNode>
     for (std::size_t k = 0; k < site.size(); ++k) site[k] = std::max(site[k], steps[k]);
   }
   return out;
+}
+
+std::vector<int> shared_hosts(const std::vector<ClusterNode>& nodes, const std::vector<int>& site_of_rank, int sites) {
+  std::map<std::string, std::pair<int, int>> host;  // ranks, the fewest cores a node gives (0: unknown)
+  for (const auto& n : nodes) {
+    auto& h = host[n.host];
+    ++h.first;
+    h.second = n.cores <= 0 || h.second < 0 ? -1 : (h.second == 0 ? n.cores : std::min(h.second, n.cores));
+  }
+  std::map<std::string, int> index;
+  for (const auto& [name, h] : host)
+    if (h.second > 0 && h.first > h.second) index.emplace(name, static_cast<int>(index.size()));
+  std::vector<int> out(static_cast<std::size_t>(sites), -2);  // -2: no rank seen yet
+  for (const auto& n : nodes) {
+    auto& site = out[static_cast<std::size_t>(site_of_rank[static_cast<std::size_t>(n.rank)])];
+    const auto it = index.find(n.host);
+    const int mine = it == index.end() ? -1 : it->second;
+    site = site == -2 || site == mine ? mine : -1;  // a site over two hosts shares none whole
+  }
+  const bool any = std::any_of(out.begin(), out.end(), [](int h) { return h >= 0; });
+  return any ? out : std::vector<int>{};
 }
 
 // What an exchange in flight costs each site's leader: the mean of the

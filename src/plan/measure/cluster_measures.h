@@ -48,6 +48,8 @@ struct ClusterSites {
   std::vector<SiteLink> sites;  // each leader's link
   double slowest_step_s = 0.0;
   std::vector<std::vector<double>> site_steps;  // see site_step_series; empty if not measured
+  std::vector<int> site_shared_host;            // see shared_hosts; empty if none
+  std::vector<int> site_ranks;                  // ranks per site
   std::vector<double> site_overlap_slowdown;    // per site: its leader's host's; empty if not measured
   std::vector<double> exchange_spread;          // empty if not measured
   double exchange_mean_s = 0.0;                 // see exchange_mean_seconds; 0 if not measured
@@ -60,6 +62,12 @@ ClusterSites cluster_sites(const Cluster& cluster, double link_gap, int recipe_s
 // k-th. Empty unless every rank has a series.
 std::vector<std::vector<double>> site_step_series(const std::vector<ClusterNode>& nodes,
                                                   const std::vector<int>& site_of_rank, int sites);
+
+// Per site, the index of the host it shares beyond the host's cores: every
+// rank of the site on one host, whose ranks (of all sites) outnumber the
+// cores its nodes give; -1 for a site without one. Empty when no site shares
+// (or no node gives its cores).
+std::vector<int> shared_hosts(const std::vector<ClusterNode>& nodes, const std::vector<int>& site_of_rank, int sites);
 
 // Per leader rank, the mean overlap slowdown of its host's ranks. Empty
 // unless every rank measured one.

@@ -47,18 +47,49 @@ std::unique_ptr<compression::Codec> codec_of(const PlanInputs& in, const std::st
   return plan_codec(name, in.codec_settings);
 }
 
-// The mean over windows of h consecutive steps of the largest of `floor` and
-// the slowest site's sum (sliding windows); with fewer than 2 h steps in a
-// series, the largest of `floor` and h times the slowest site's mean step.
-double slowest_window(const std::vector<std::vector<double>>& sites, int H, double floor) {
+// How long the sites' steps of one window take, from each site's time for
+// them (`spans`): the slowest site's; with `host_rate`, sites sharing a
+// host's cores beyond their number finish together in what the host can do
+// instead: with n_s ranks each, sum n_s / sum (n_s / span_s) (a site whose
+// span is longer had a smaller share of the cores; one that finishes first
+// hands its share on, so the host's work is done at its full rate). At
+// least `floor`.
+double window_s(const PlanInputs& in, const std::vector<double>& spans, double floor, bool host_rate) {
+  double slowest = floor;
+  std::vector<std::pair<double, double>> shared;  // per shared host: ranks, ranks over span
+  for (std::size_t s = 0; s < spans.size(); ++s) {
+    const int host = host_rate && s < in.site_shared_host.size() ? in.site_shared_host[s] : -1;
+    if (host < 0 || spans[s] <= 0.0) {
+      slowest = std::max(slowest, spans[s]);
+      continue;
+    }
+    if (shared.size() <= static_cast<std::size_t>(host)) shared.resize(static_cast<std::size_t>(host) + 1);
+    const double n = s < in.site_ranks.size() ? std::max(1, in.site_ranks[s]) : 1;
+    shared[static_cast<std::size_t>(host)].first += n;
+    shared[static_cast<std::size_t>(host)].second += n / spans[s];
+  }
+  for (const auto& [ranks, rate] : shared)
+    if (rate > 0.0) slowest = std::max(slowest, ranks / rate);
+  return slowest;
+}
+
+// The mean over windows of h consecutive steps of window_s of the sites'
+// sums (sliding windows); with fewer than 2 h steps in a series, window_s
+// of h times each site's mean step at the host's rate. Where ranks share
+// cores the two part: a short round waits for the site the kernel gave the
+// least that round (H 6, 3 ranks on 2 cores: 0.049 s a step against the
+// slowest site's mean of 0.043), while over a round of seconds the kernel
+// moves the cores of the sites that finished to those still stepping (H 166:
+// 4.79 s a round against 5.68 at the slowest site's mean).
+double slowest_window(const PlanInputs& in, const std::vector<std::vector<double>>& sites, int H, double floor) {
   const auto h = static_cast<std::size_t>(std::max(H, 1));
   std::size_t n = std::numeric_limits<std::size_t>::max();
-  double slowest_mean = 0.0;
+  std::vector<double> spans;
   for (const auto& s : sites) {
     n = std::min(n, s.size());
-    slowest_mean = std::max(slowest_mean, std::accumulate(s.begin(), s.end(), 0.0) / static_cast<double>(s.size()));
+    spans.push_back(H * std::accumulate(s.begin(), s.end(), 0.0) / static_cast<double>(s.size()));
   }
-  if (n < 2 * h) return std::max(floor, H * slowest_mean);
+  if (n < 2 * h) return window_s(in, spans, floor, /*host_rate=*/true);
   std::vector<std::vector<double>> prefix;
   for (const auto& s : sites) {
     prefix.emplace_back(n + 1, 0.0);
@@ -66,9 +97,8 @@ double slowest_window(const std::vector<std::vector<double>>& sites, int H, doub
   }
   double total = 0.0;
   for (std::size_t k = 0; k + h <= n; ++k) {
-    double slowest = floor;
-    for (const auto& p : prefix) slowest = std::max(slowest, p[k + h] - p[k]);
-    total += slowest;
+    for (std::size_t s = 0; s < prefix.size(); ++s) spans[s] = prefix[s][k + h] - prefix[s][k];
+    total += window_s(in, spans, floor, /*host_rate=*/false);
   }
   return total / static_cast<double>(n - h + 1);
 }
@@ -126,11 +156,11 @@ double round_compute_s(const PlanInputs& in, int H, double overlapped, double fl
     for (std::size_t s = 0; s < in.site_overlap_slowdown.size(); ++s) worst = std::max(worst, scale(s));
     return std::max(floor, H * in.step_s * worst);
   }
-  if (f == 0.0 || in.site_overlap_slowdown.empty()) return slowest_window(in.site_steps, H, floor);
+  if (f == 0.0 || in.site_overlap_slowdown.empty()) return slowest_window(in, in.site_steps, H, floor);
   auto busy = in.site_steps;
   for (std::size_t s = 0; s < busy.size(); ++s)
     for (auto& t : busy[s]) t *= scale(s);
-  return slowest_window(busy, H, floor);
+  return slowest_window(in, busy, H, floor);
 }
 
 PlanCandidate evaluate(const PlanInputs& in, const std::string& codec_name, const std::string& overlap, int H) {

@@ -71,6 +71,14 @@ struct PlanInputs {
   // Per site, its step times in order (a step of a site: its slowest rank's);
   // empty when not measured.
   std::vector<std::vector<double>> site_steps;
+  // Per site, the host whose cores it shares with other sites' ranks beyond
+  // their number (an index; -1: none, or not known), and its ranks. Sites
+  // on one such host take turns on its cores, and one that ends its steps
+  // first gives its share to the others: together their steps take what
+  // the host's cores can do, not the slowest one's pace (round_compute_s).
+  // Empty: none shares.
+  std::vector<int> site_shared_host;
+  std::vector<int> site_ranks;
   std::vector<double> site_overlap_slowdown;  // per site, its leader's; empty: not measured (1)
   // Exchange times over their mean (mean 1); empty: not measured (always 1).
   std::vector<double> exchange_spread;
