@@ -876,8 +876,8 @@ measured in the planning process after libtorch has started. "In use"
 against a run with the host block cache off and glibc returning freed
 blocks at once (`DILOCO_HOST_BLOCK_CACHE=0 MALLOC_MMAP_THRESHOLD_=131072`,
 so RSS follows use); "peak RSS" adds what the host block cache keeps of
-freed activations at the step's peak (0.3 of them) and is against a run as
-diloco runs. The second table is the step time with the host block cache
+freed activations at the step's peak (two layers' worth of them) and is
+against a run as diloco runs. The second table is the step time with the host block cache
 and with glibc's malloc (`DILOCO_HOST_BLOCK_CACHE=0`).
 
 Command: `{' '.join(cmd)}`

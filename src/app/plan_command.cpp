@@ -276,7 +276,7 @@ void print_memory(const Recipe& r, const Planning& p, const std::string& codec, 
                   int fragments) {
   const auto in = memory_inputs(r, p, codec, overlap, fragments);
   std::printf("\nmemory per rank, MB (batch %d, %s, codec %s, overlap %s; runtime: %s;\n"
-              "  allocator: what the host block cache keeps of freed activations on a CPU rank, 0.3x of them as measured):\n"
+              "  allocator: what the host block cache keeps on a CPU rank, two layers' worth of activations as measured):\n"
               "  %-12s %9s %9s %9s %9s %12s | %9s %9s %9s %9s %9s | %9s %9s\n",
               in.batch, in.bf16 ? "bf16" : "fp32", codec.c_str(), overlap.c_str(),
               p.cluster ? "as each rank measured it, else this process before any model" : "this process before any model",

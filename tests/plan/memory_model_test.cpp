@@ -115,8 +115,13 @@ TEST(PlanMemoryTest, ACudaRankKeepsTheModelOnTheGpuAndAHostCopyForStaging) {
 }
 
 TEST(PlanMemoryTest, ACpuRankAddsWhatTheHostBlockCacheKeepsOfFreedActivations) {
-  const auto e = estimate_memory(inputs(1e6));
-  EXPECT_DOUBLE_EQ(e.allocator, 0.3 * e.activations);
+  auto in = inputs(1e6);  // 4 layers: two of them
+  const auto e = estimate_memory(in);
+  EXPECT_DOUBLE_EQ(e.allocator, 0.5 * e.activations);
+  in.model.n_layers = 2;  // all of them
+  EXPECT_DOUBLE_EQ(estimate_memory(in).allocator, estimate_memory(in).activations);
+  in.model.n_layers = 8;
+  EXPECT_DOUBLE_EQ(estimate_memory(in).allocator, 0.25 * estimate_memory(in).activations);
   EXPECT_DOUBLE_EQ(e.total(), e.device() + e.runtime + e.data + e.outer + e.exchange + e.allocator);
 }
 

@@ -61,9 +61,9 @@ std::string mb(double bytes) {
 
 }  // namespace
 
-// What the host block cache keeps of freed activation blocks at a CPU rank's
-// peak (memory_model.h).
-constexpr double kAllocatorRetention = 0.3;
+// What the host block cache keeps at a CPU rank's peak, in layers' worth of
+// the activations (memory_model.h).
+constexpr double kKeptLayers = 2.0;
 
 double activation_bytes(const inner::ModelConfig& m, int batch, bool bf16) {
   if (m.kind == inner::ModelKind::kTorchScript) return -1.0;
@@ -90,7 +90,7 @@ MemoryEstimate estimate_memory(const MemoryInputs& in) {
   e.activations = activation_bytes(in.model, in.batch, in.bf16);
   e.activations_known = e.activations >= 0.0;
   e.activations = std::max(0.0, e.activations);
-  e.allocator = in.cuda ? 0.0 : kAllocatorRetention * e.activations;
+  e.allocator = in.cuda ? 0.0 : std::min(1.0, kKeptLayers / std::max(1, in.model.n_layers)) * e.activations;
   e.runtime = in.runtime_bytes;
   e.data = in.data_bytes;
   if (in.cuda) e.outer += 4.0 * p;  // the host copy the inner steps stage parameters through

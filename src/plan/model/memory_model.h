@@ -18,9 +18,12 @@
 // A CPU rank's peak RSS holds more than it uses: the host block cache
 // (inner/host_block_cache.h) keeps freed blocks for the next step, and at
 // the step's peak in use it still holds the blocks the backward pass alone
-// asks for. Measured on 3 models (d128 L2, d384 L6, d512 L8) the excess was
-// 0.9, 0.5 and 0.3 times the activations; the model adds 0.3 times
-// (`allocator`), within 15% of the peak RSS of all three. A GPU's caching
+// asks for. Those are a layer's size, and each layer's backward reuses the
+// one before's, so what is kept does not grow with depth: measured on 9
+// models (BENCHMARKS.md section 12, GPT and Llama, 2 to 8 layers) it was
+// about two layers' worth of the activations autograd saves (0.26 of them
+// at 8 layers, 0.96 at 4 for Llama, whose layers save more). The model adds
+// min(1, 2 / layers) of the activations (`allocator`). A GPU's caching
 // allocator keeps blocks too; that is not modelled (no GPU run measured it).
 #pragma once
 
