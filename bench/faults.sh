@@ -195,8 +195,13 @@ newcomer_cell() {
 # launched again with --resume auto; all must finish every round on the
 # same global params (equal eval loss; the trainer's own check compares the
 # params' hash every round and would stop them, exit 3).
+# The group must still be running well after the relaunched site knocks
+# (cut at 8 s, relaunched at 14 s, a knock seconds later). With 30 rounds
+# of H 20 (28 s in a failed run on 2 cores), once the inner step got faster, the
+# group could end right after a late knock, leaving the newcomer queued at a
+# door that closed, then alone until rendezvous.join_timeout_s (exit 2).
 cut_cell() {
-  local n=$1 v=$2 dir=$work/cut$v rounds=30 bin=${DILOCO_BIN:-$ROOT/build/diloco}
+  local n=$1 v=$2 dir=$work/cut$v rounds=60 bin=${DILOCO_BIN:-$ROOT/build/diloco}
   "$ROOT/scripts/netsim" --check >/dev/null 2>&1 || { echo "skipped: $("$ROOT/scripts/netsim" --check 2>&1 | tail -1)||"; return 0; }
   local mbps; mbps=$(printf '100%.0s,' $(seq "$n")); mbps=${mbps%,}
   ( cd "$ROOT" && timeout 300 scripts/netsim --sites "$n" --mbps "$mbps" --bin "$bin" --rendezvous "$dir" \
