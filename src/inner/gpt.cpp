@@ -1,10 +1,10 @@
 // GPT forward pass and GPT-2 style initialization.
 #include "inner/gpt.h"
 
-#include "inner/models/attention.h"
-
 #include <cmath>
 #include <tuple>
+
+#include "inner/models/attention.h"
 
 namespace diloco::inner {
 

@@ -1,13 +1,12 @@
 // Llama-style decoder: forward pass and initialization.
 #include "inner/models/llama.h"
 
-#include "inner/models/attention.h"
-
 #include <cmath>
-#include <limits>
 #include <stdexcept>
 #include <string>
 #include <tuple>
+
+#include "inner/models/attention.h"
 
 namespace diloco::inner {
 namespace {
