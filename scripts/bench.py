@@ -892,9 +892,11 @@ all-gather, one rank each on the 2 cores; "earlier planner" is a build
 before the per-site exchange model (PLAN_OLD_BIN), where given. `probe --all-ranks` times every rank's steps (all at
 once, each step kept) and measures every link; `plan --cluster --goal G`
 recommends a plan, a round's compute being the mean over windows of H steps
-of that round's slowest site (3 ranks on 2 cores take turns being slow;
-a round longer than half the probe's timed steps at the host's rate, the
-cores of the sites that finished moving to those still stepping),
+of that round's slowest site, and for sites whose ranks outnumber their
+host's cores (here every site) H steps at the host's rate, n / sum(1/t_s):
+the cores of the sites that finished move to those still stepping, and the
+probe's side-by-side series, without a round's pauses, swing further than a
+round's steps do,
 the steps an overlapped exchange is in flight for slowed by the host's
 measured `overlap_slowdown`, and an overlapped round lasting, round by
 round, the longer of its steps and its exchange, whose time varies as the

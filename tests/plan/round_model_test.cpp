@@ -136,11 +136,11 @@ TEST(PlanModelTest, ARoundWaitsForTheSlowestSiteOfThatRound) {
 }
 
 // Three one-rank sites on a host of 2 cores: the probe saw them take turns
-// unevenly (0.3, 0.3 and 0.45 s a step, all stepping at once). In a round
-// longer than half the series, the sites that finish first hand their share
-// on, so the three take what the host's cores can do: 3 / (1/0.3 + 1/0.3 +
-// 1/0.45) steps' worth, not the slowest site's pace; a shorter round (sliding
-// windows) waits for the slowest. A fourth site on its own host keeps its own.
+// unevenly (0.3, 0.3 and 0.45 s a step, all stepping at once). In a round,
+// short or long, the sites that finish first hand their share on, so the
+// three take what the host's cores can do: 3 / (1/0.3 + 1/0.3 + 1/0.45)
+// steps' worth, not the slowest site's pace. A fourth site on its own host
+// keeps its own pace, and its series' windows where it varies.
 TEST(PlanModelTest, SitesSharingAHostsCoresFinishAtTheHostsRate) {
   auto in = inputs(4, 100.0, 50.0, 1000, 0.45);
   in.site_steps = {std::vector<double>(40, 0.3), std::vector<double>(40, 0.3), std::vector<double>(40, 0.45),
@@ -149,13 +149,17 @@ TEST(PlanModelTest, SitesSharingAHostsCoresFinishAtTheHostsRate) {
   in.site_shared_host = {0, 0, 0, -1};
   in.site_ranks = {1, 1, 1, 1};
   const double host = 3.0 / (1 / 0.3 + 1 / 0.3 + 1 / 0.45);
-  EXPECT_NEAR(round_compute_s(in, 4), 4 * 0.45, 1e-12);   // 2 H steps measured: sliding windows, the slowest
-  EXPECT_NEAR(round_compute_s(in, 30), 30 * host, 1e-12);  // fewer: H times the means, at the host's rate
+  EXPECT_NEAR(round_compute_s(in, 4), 4 * host, 1e-12);    // short rounds and long alike: at the host's rate
+  EXPECT_NEAR(round_compute_s(in, 30), 30 * host, 1e-12);
   in.site_steps[3].assign(40, 0.5);                        // the site on its own host is slower still
   EXPECT_NEAR(round_compute_s(in, 30), 30 * 0.5, 1e-12);
   in.site_steps[3].assign(40, 0.2);
   in.site_ranks = {1, 2, 1, 1};  // a site of two ranks weighs twice
   EXPECT_NEAR(round_compute_s(in, 30), 30 * 4.0 / (1 / 0.3 + 2 / 0.3 + 1 / 0.45), 1e-12);
+  in.site_ranks = {1, 1, 1, 1};
+  for (std::size_t k = 0; k < 40; ++k) in.site_steps[3][k] = k % 2 == 0 ? 0.1 : 0.7;
+  EXPECT_NEAR(round_compute_s(in, 1), (host + 0.7) / 2, 1e-12);  // H 1: the host's pace or site 3's step
+  EXPECT_NEAR(round_compute_s(in, 2), 0.8, 1e-12);
 }
 
 // Steps run 20% slower with an exchange in flight on site 1 (site 0 not at

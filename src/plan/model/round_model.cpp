@@ -48,17 +48,17 @@ std::unique_ptr<compression::Codec> codec_of(const PlanInputs& in, const std::st
 }
 
 // How long the sites' steps of one window take, from each site's time for
-// them (`spans`): the slowest site's; with `host_rate`, sites sharing a
-// host's cores beyond their number finish together in what the host can do
+// them (`spans`): the slowest site's; sites sharing a host's cores beyond
+// their number finish together in what the host can do
 // instead: with n_s ranks each, sum n_s / sum (n_s / span_s) (a site whose
 // span is longer had a smaller share of the cores; one that finishes first
 // hands its share on, so the host's work is done at its full rate). At
 // least `floor`.
-double window_s(const PlanInputs& in, const std::vector<double>& spans, double floor, bool host_rate) {
+double window_s(const PlanInputs& in, const std::vector<double>& spans, double floor) {
   double slowest = floor;
   std::vector<std::pair<double, double>> shared;  // per shared host: ranks, ranks over span
   for (std::size_t s = 0; s < spans.size(); ++s) {
-    const int host = host_rate && s < in.site_shared_host.size() ? in.site_shared_host[s] : -1;
+    const int host = s < in.site_shared_host.size() ? in.site_shared_host[s] : -1;
     if (host < 0 || spans[s] <= 0.0) {
       slowest = std::max(slowest, spans[s]);
       continue;
@@ -73,32 +73,44 @@ double window_s(const PlanInputs& in, const std::vector<double>& spans, double f
   return slowest;
 }
 
+// Whether site s shares its host's cores with more ranks than they number.
+bool on_shared_host(const PlanInputs& in, std::size_t s) {
+  return s < in.site_shared_host.size() && in.site_shared_host[s] >= 0;
+}
+
 // The mean over windows of h consecutive steps of window_s of the sites'
-// sums (sliding windows); with fewer than 2 h steps in a series, window_s
-// of h times each site's mean step at the host's rate. Where ranks share
-// cores the two part: a short round waits for the site the kernel gave the
-// least that round (H 6, 3 ranks on 2 cores: 0.049 s a step against the
-// slowest site's mean of 0.043), while over a round of seconds the kernel
-// moves the cores of the sites that finished to those still stepping (H 166:
-// 4.79 s a round against 5.68 at the slowest site's mean).
+// sums (sliding windows; with fewer than 2 h steps in a series, h times each
+// site's mean step). Sites sharing a host's cores take h times their mean
+// step, at the host's rate, whatever the round's length: the probe's series
+// come from ranks stepping side by side without a pause, where the kernel
+// leaves two ranks on one core and one alone for stretches of a second (8
+// steps of a series vary by 20% around their mean), while a round's
+// exchange puts them to sleep and wakes them every round, so a round's
+// steps are shared more evenly, and the sites that finish hand their cores
+// on (3 ranks on 2 cores, H 8: the slowest site's mean step 1.05 times the
+// host's rate over the rounds, 1.04 to 1.08; 4 ranks: 1.00; the slowest
+// windows of the series: 1.23 and 1.11).
 double slowest_window(const PlanInputs& in, const std::vector<std::vector<double>>& sites, int H, double floor) {
   const auto h = static_cast<std::size_t>(std::max(H, 1));
   std::size_t n = std::numeric_limits<std::size_t>::max();
   std::vector<double> spans;
-  for (const auto& s : sites) {
-    n = std::min(n, s.size());
-    spans.push_back(H * std::accumulate(s.begin(), s.end(), 0.0) / static_cast<double>(s.size()));
+  for (std::size_t s = 0; s < sites.size(); ++s) {
+    if (!on_shared_host(in, s)) n = std::min(n, sites[s].size());
+    spans.push_back(H * std::accumulate(sites[s].begin(), sites[s].end(), 0.0) /
+                    static_cast<double>(sites[s].size()));
   }
-  if (n < 2 * h) return window_s(in, spans, floor, /*host_rate=*/true);
-  std::vector<std::vector<double>> prefix;
-  for (const auto& s : sites) {
-    prefix.emplace_back(n + 1, 0.0);
-    for (std::size_t k = 0; k < n; ++k) prefix.back()[k + 1] = prefix.back()[k] + s[k];
+  if (n == std::numeric_limits<std::size_t>::max() || n < 2 * h) return window_s(in, spans, floor);
+  std::vector<std::vector<double>> prefix(sites.size());
+  for (std::size_t s = 0; s < sites.size(); ++s) {
+    if (on_shared_host(in, s)) continue;
+    prefix[s].assign(n + 1, 0.0);
+    for (std::size_t k = 0; k < n; ++k) prefix[s][k + 1] = prefix[s][k] + sites[s][k];
   }
   double total = 0.0;
   for (std::size_t k = 0; k + h <= n; ++k) {
-    for (std::size_t s = 0; s < prefix.size(); ++s) spans[s] = prefix[s][k + h] - prefix[s][k];
-    total += window_s(in, spans, floor, /*host_rate=*/false);
+    for (std::size_t s = 0; s < prefix.size(); ++s)
+      if (!prefix[s].empty()) spans[s] = prefix[s][k + h] - prefix[s][k];
+    total += window_s(in, spans, floor);
   }
   return total / static_cast<double>(n - h + 1);
 }
