@@ -62,6 +62,7 @@ metrics::Scalars round_scalars(const outer::RoundMetrics& m, const metrics::Rate
     const std::string site = "site/site-" + std::to_string(i);
     s.emplace_back(site + "/H", m.site_steps[i]);
     if (i < m.site_step_s.size()) s.emplace_back(site + "/step_s", m.site_step_s[i]);
+    if (i < m.site_exchange_s.size()) s.emplace_back(site + "/exchange_s", m.site_exchange_s[i]);
   }
   if (m.link) {
     s.emplace_back("link/latency_ms", m.link->latency_s * 1000.0);
@@ -110,6 +111,7 @@ std::string MetricsLog::to_json(const outer::RoundMetrics& m, const metrics::Rat
   o["next_H"] = m.next_H;
   o["site_steps"] = m.site_steps;
   o["site_step_s"] = m.site_step_s;
+  o["site_exchange_s"] = m.site_exchange_s;
   o["next_site_H"] = m.next_site_H;
   o["link_latency_ms"] = optional(m.link ? std::optional<double>(m.link->latency_s * 1000.0) : std::nullopt);
   o["link_bandwidth_mbps"] = optional(m.link && m.link->bandwidth_bytes_per_s > 0.0

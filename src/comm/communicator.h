@@ -50,7 +50,8 @@ class Communicator {
   virtual std::vector<std::vector<std::byte>> all_gather(std::span<const std::byte> mine) = 0;
 
   // Sends `data` to `dest` while receiving a message of any length from
-  // `source` (a ring step); both sides may call it at once without deadlock.
+  // `source` (a ring step, a shift of an all-gather); both sides may call it
+  // at once without deadlock.
   virtual std::vector<std::byte> send_recv(std::span<const std::byte> data, int dest, int source, int tag) = 0;
 
   virtual void send(std::span<const std::byte> data, int dest, int tag) = 0;

@@ -324,7 +324,7 @@ std::vector<std::byte> MpiCommunicator::send_recv(std::span<const std::byte> dat
   if (data.size() > static_cast<std::size_t>(INT_MAX))
     throw CommError("send_recv: message of " + std::to_string(data.size()) + " bytes exceeds the MPI count limit",
                     current_world_rank());
-  Watchdog::Guard guard(watchdog_, "ring exchange");
+  Watchdog::Guard guard(watchdog_, "exchange step");
   OperationBuffers own;
   const std::span<const std::byte> sent = gives_up() ? own.copy(data) : data;
   MPI_Request request;
@@ -336,7 +336,7 @@ std::vector<std::byte> MpiCommunicator::send_recv(std::span<const std::byte> dat
     for (int found = 0; !found;) {
       DILOCO_MPI_CHECK(MPI_Improbe(source, tag, comm_, &found, &message, &status));
       if (found) break;
-      check_deadline(pacer.since(), "a ring step between sites");
+      check_deadline(pacer.since(), "an exchange step between sites");
       pacer.pause();
     }
   } else {

@@ -10,6 +10,7 @@
 #include <limits>
 #include <string>
 
+#include "comm/shifted_gather.h"
 #include "outer/clock.h"
 #include "outer/pseudo_gradient.h"
 #include "plan/model/exchange_cost.h"
@@ -31,12 +32,13 @@ std::pair<std::size_t, std::size_t> chunk(std::size_t count, int n, int c) {
 }
 
 constexpr int kRingTag = 4242;
+constexpr int kShiftTag = 16384;  // above the ring's tags for up to 12000 sites; MPI allows tags to 32767
 
 }  // namespace
 
 std::vector<std::vector<std::byte>> Exchange::timed_all_gather(std::span<const std::byte> mine, ExchangeStats& stats) {
   const auto start = std::chrono::steady_clock::now();
-  auto all = leaders_.all_gather(mine);
+  auto all = comm::shifted_all_gather(leaders_, mine, kShiftTag);
   stats.transfer_seconds += seconds_since(start);
   stats.transfer_messages += 1;
   // Every sender's uplink carries its payload to each of the n - 1 others:

@@ -111,6 +111,7 @@ struct RoundMetrics {
   int next_H = 0;                     // H the schedule chose for the next round (this site)
   std::vector<int> site_steps;        // inner steps each site ran this round
   std::vector<double> site_step_s;    // each site's mean inner step this round
+  std::vector<double> site_exchange_s;  // each site leader's exchange this round (its wait for the others in it)
   std::vector<int> next_site_H;       // H the schedule chose for each site's next round
   std::optional<comm::LinkEstimate> link;  // passive estimate of the exchange's bottleneck link
   std::vector<std::vector<comm::LinkEstimate>> probed;  // the link matrix, in rounds that re-probed

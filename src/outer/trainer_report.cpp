@@ -81,6 +81,7 @@ void Trainer::report(const inner::InnerStats& stats, const RoundSync& sync, Roun
   double slowest_step = 0.0;
   auto& site_step_s = metrics.site_step_s;
   site_step_s.clear();
+  metrics.site_exchange_s.clear();
   metrics.site_steps.clear();
   double quickest_exchange = std::numeric_limits<double>::infinity();
   double quickest_report = std::numeric_limits<double>::infinity();
@@ -105,6 +106,7 @@ void Trainer::report(const inner::InnerStats& stats, const RoundSync& sync, Roun
     bytes += r.bytes_sent;
     slowest_step = std::max(slowest_step, r.step_s);
     site_step_s.push_back(r.step_s);
+    metrics.site_exchange_s.push_back(r.exchange_s);
     metrics.site_steps.push_back(static_cast<int>(r.steps));
     // The last site to arrive waits for nobody: its time is the sync itself.
     quickest_exchange = std::min(quickest_exchange, r.exchange_s);

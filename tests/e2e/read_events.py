@@ -72,6 +72,7 @@ def expected(rows):
         for s, h in enumerate(r.get("site_steps", [])):
             out[(f"site/site-{s}/H", n)] = h
             out[(f"site/site-{s}/step_s", n)] = r["site_step_s"][s]
+            out[(f"site/site-{s}/exchange_s", n)] = r["site_exchange_s"][s]
         for key in ("latency_ms", "bandwidth_mbps"):
             if r.get(f"link_{key}") is not None:
                 out[(f"link/{key}", n)] = r[f"link_{key}"]

@@ -26,8 +26,12 @@ diloco::comm::LinkEmulator emulator(const std::vector<double>& mbps, const std::
   return diloco::comm::LinkEmulator(links, {});
 }
 
-// The emulator's time for what the model's exchange sends: the report and
-// payload all-gathers, or the ring's hops and its all-gather of chunks.
+// The emulator's time for what the model's exchange sends: the report
+// gather (a collective: every flow at once), then the payloads as the
+// exchange sends them, in shifts of send_recv (comm::shifted_all_gather),
+// or the ring's hops and its shifted gather of chunks. Under the emulator a
+// rank holds its message for its link's time, then sends it; the send
+// completes once the receiver, done holding its own, takes it.
 double emulated_exchange(const diloco::comm::LinkEmulator& links, const ExchangeShape& shape, Algorithm algorithm) {
   const int n = links.sites();
   const auto gather = [&](double bytes) {
@@ -37,15 +41,24 @@ double emulated_exchange(const diloco::comm::LinkEmulator& links, const Exchange
         if (a != b) flows.push_back({a, b, bytes});
     return links.flows_seconds(flows);
   };
+  const auto shifted = [&](double bytes) {
+    std::vector<double> done(static_cast<std::size_t>(n), 0.0), held(done.size());
+    for (int j = 1; j < n; ++j) {
+      for (int i = 0; i < n; ++i)
+        held[i] = done[i] + links.transfer_seconds(i, (i + j) % n, static_cast<std::size_t>(bytes));
+      for (int i = 0; i < n; ++i) done[i] = std::max({held[i], held[(i + n - j) % n], held[(i + j) % n]});
+    }
+    return *std::max_element(done.begin(), done.end());
+  };
   const double report = gather(kReportBytes + (shape.keyed ? kMacBytes : 0.0));
   if (algorithm == Algorithm::kAllGather)
-    return report + gather(static_cast<double>(shape.codec->payload_size(shape.values)) +
-                           (shape.keyed ? kMacBytes : 0.0));
+    return report + shifted(static_cast<double>(shape.codec->payload_size(shape.values)) +
+                            (shape.keyed ? kMacBytes : 0.0));
   const double chunk = static_cast<double>(shape.codec->payload_size((shape.values + n - 1) / n));
   // A hop: each site sends its chunk to the next on its own (send_recv).
   double hop = 0.0;
   for (int a = 0; a < n; ++a) hop = std::max(hop, links.transfer_seconds(a, (a + 1) % n, static_cast<std::size_t>(chunk)));
-  return report + (n - 1) * hop + gather(chunk);
+  return report + (n - 1) * hop + shifted(chunk);
 }
 
 }  // namespace
@@ -60,6 +73,12 @@ TEST(ExchangeCostTest, AllGatherSendsEveryPayloadOverEachSitesOwnUplink) {
   EXPECT_NEAR(ring_hop_seconds(links, p), 0.005 + p / 1.25e6, 1e-12);
   // An unlimited site (0) adds no time of its own.
   EXPECT_NEAR(all_gather_seconds(sites({0.0, 0.0}, 1.0), {p, p}), 0.001, 1e-12);
+  // Shifted (as the exchange sends payloads), the 10 Mbit/s site is in
+  // every shift, sending one payload and taking one: 3 latencies and 3 MB
+  // at 1.25 MB/s, the others finishing no later.
+  EXPECT_NEAR(shifted_gather_seconds(links, {p, p, p, p}), 3 * (0.005 + p / 1.25e6), 1e-12);
+  // Two sites: one shift, each way at the slower side's rate.
+  EXPECT_NEAR(shifted_gather_seconds(sites({100.0, 10.0}, 5.0), {p, p}), 0.005 + p / 1.25e6, 1e-12);
 }
 
 TEST(ExchangeCostTest, AutoTakesTheRingWhenItSendsFewerBytesAndNeverWithAKey) {

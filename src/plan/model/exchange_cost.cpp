@@ -53,6 +53,23 @@ double all_gather_seconds(const std::vector<SiteLink>& links, const std::vector<
   return latency + busiest;
 }
 
+double shifted_gather_seconds(const std::vector<SiteLink>& links, const std::vector<double>& payload) {
+  const std::size_t n = links.size();
+  const auto transfer = [&](std::size_t from, std::size_t to) {
+    return std::max(links[from].latency_s, links[to].latency_s) +
+           over(payload[from], slower(links[from].up_bytes_per_s, links[to].down_bytes_per_s));
+  };
+  std::vector<double> done(n, 0.0), next(n, 0.0);  // when each site finished the shift before
+  for (std::size_t j = 1; j < n; ++j) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t to = (i + j) % n, from = (i + n - j) % n;
+      next[i] = std::max(std::max(done[i], done[to]) + transfer(i, to), std::max(done[from], done[i]) + transfer(from, i));
+    }
+    done.swap(next);
+  }
+  return n < 2 ? 0.0 : *std::max_element(done.begin(), done.end());
+}
+
 double ring_hop_seconds(const std::vector<SiteLink>& links, double bytes) {
   const std::size_t n = links.size();
   double slowest = 0.0;
@@ -80,7 +97,7 @@ ExchangeCost exchange_cost(const std::vector<SiteLink>& links, const ExchangeSha
   double payload_s = 0.0;
   if (c.algorithm == Algorithm::kRing) {
     const double hop = static_cast<double>(chunk);
-    payload_s = (n - 1) * ring_hop_seconds(links, hop) + all_gather_seconds(links, each(hop));
+    payload_s = (n - 1) * ring_hop_seconds(links, hop) + shifted_gather_seconds(links, each(hop));
     per_site += 2.0 * (n - 1) * hop;
   } else {
     const std::size_t part = part_values(shape);
@@ -89,7 +106,7 @@ ExchangeCost exchange_cost(const std::vector<SiteLink>& links, const ExchangeSha
       const std::size_t first = static_cast<std::size_t>(p) * part;
       const std::size_t values = std::min(part, shape.values - first);
       const double bytes = static_cast<double>(shape.codec->payload_size(values)) + mac;
-      payload_s += all_gather_seconds(links, each(bytes));
+      payload_s += shifted_gather_seconds(links, each(bytes));
       per_site += (n - 1) * bytes;
     }
   }

@@ -64,8 +64,17 @@ struct ExchangeCost {
   int parts = 1;                // all-gather parts
 };
 
-// An all-gather of `payload[i]` bytes from every site i.
+// An all-gather of `payload[i]` bytes from every site i, all copies at once
+// (a collective: the round's report).
 double all_gather_seconds(const std::vector<SiteLink>& links, const std::vector<double>& payload);
+
+// The same as the exchange sends its payloads (comm::shifted_all_gather):
+// n - 1 shifts, site i sending to i + j and receiving from i - j in shift j.
+// A transfer starts once both its sites have finished the shift before and
+// takes the larger latency of the two, then its bytes at the slower of the
+// sender's uplink and the receiver's downlink; a site's shift ends when its
+// send and its receive have. The last site's end.
+double shifted_gather_seconds(const std::vector<SiteLink>& links, const std::vector<double>& payload);
 
 // One ring hop: every site sends `bytes` to the next at once.
 double ring_hop_seconds(const std::vector<SiteLink>& links, double bytes);
