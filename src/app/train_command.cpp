@@ -89,6 +89,7 @@ class TrainSession {
       step("data: ", [&] { build_inner_loop(); });
       step("", [&] { init_weights(recipe_, *inner_loop_); });
       if (rendezvous_) step("rendezvous: ", [&] { join(); });
+      if (rendezvous_ && run_ended()) return 0;
       step("sync: ", [&] { build_trainer(); });
       resume();
       step("metrics: ", [&] { open_metrics(); });
@@ -103,6 +104,7 @@ class TrainSession {
     }
     install_stop_handlers();
     const auto summary = trainer_->run(hooks());
+    if (membership_ && !summary.stopped) membership_->finish(summary.rounds);
     const double peak_rss = comm::max_over_ranks(*comms_.world, peak_rss_bytes());
     if (root_) print_summary(summary, comms_.topology.num_sites, comms_.topology.world_size, peak_rss);
     if (root_ && summary.stopped)
@@ -179,14 +181,28 @@ class TrainSession {
   // deadline (sync.timeout_s) instead of the watchdog, and a loss is
   // recovered rather than fatal.
   void join() {
-    membership_ = join_sites(recipe_, comms_, inner_loop_->model_signature(),
-                             static_cast<double>(inner_loop_->tokens_per_step()), auth_ ? &*auth_ : nullptr, links_,
-                             [this](const char* step) { faults_.at_phase(std::string("join-") + step, 0); });
+    try {
+      membership_ = join_sites(recipe_, comms_, inner_loop_->model_signature(),
+                               static_cast<double>(inner_loop_->tokens_per_step()), auth_ ? &*auth_ : nullptr, links_,
+                               [this](const char* step) { faults_.at_phase(std::string("join-") + step, 0); });
+    } catch (const comm::RunEnded& e) {
+      ended_ = e.what();
+      return;
+    }
     if (root_ && membership_)
       std::printf("joined run \"%s\" as %s (%s): %d sites, membership epoch %d%s\n",
                   recipe_.rendezvous.run_id.c_str(), recipe_.rendezvous.site_name.c_str(),
                   membership_->joined_through().c_str(), comms_.leaders->size(), membership_->epoch(),
                   membership_->joined_late() ? " (training already under way: taking the group's state)" : "");
+  }
+
+  // Whether the group this site knocked at finished before admitting it (the
+  // leader learned it at the door): then every rank of the site ends with 0.
+  bool run_ended() {
+    double ended = ended_.empty() ? 0.0 : 1.0;
+    world_->all_reduce_sum(std::span<double>(&ended, 1));
+    if (ended > 0.0 && root_) std::printf("diloco: %s\n", ended_.c_str());
+    return ended > 0.0;
   }
 
   // The device and what carries gradients inside the site; every rank
@@ -341,6 +357,7 @@ class TrainSession {
   std::unique_ptr<inner::InnerLoop> inner_loop_;
   std::optional<comm::MessageAuth> auth_;          // [security] key_file
   std::unique_ptr<comm::Membership> membership_;  // site leader of a rendezvous run
+  std::string ended_;  // the leader: the run ended before this site was admitted (RunEnded)
   std::unique_ptr<outer::Trainer> trainer_;
   std::unique_ptr<MetricsLog> log_;
   std::optional<metrics::RateMeter> rates_;  // rank 0

@@ -58,6 +58,14 @@ class JoinError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The group this site knocked at finished its run before a round boundary
+// admitted it: nothing is left to train (what() says which run and round).
+// A JoinError, so a command that does not expect it (probe) reports it as one.
+class RunEnded : public JoinError {
+ public:
+  using JoinError::JoinError;
+};
+
 // What a site announces when it joins.
 struct SiteHello {
   int index = 0;               // unique in the run; also its data shard
@@ -193,6 +201,12 @@ class Membership {
   // for a live group before it founds one; docs/membership.md.)
   void end_run();
 
+  // A group that trained its last round (`round`), on every leader: the
+  // door's keeper tells every newcomer queued at its door, and every one
+  // that knocks until the door closes, that the run ended, so none waits for
+  // an admission that will not come.
+  void finish(int round);
+
  private:
   struct Knock {
     DoorSocket socket;             // the newcomer's door connection
@@ -279,6 +293,8 @@ class Membership {
   std::mutex knocks_mutex_;
   std::deque<Knock> knocks_;
   std::vector<std::string> refused_;  // refusals at the door since the last admission
+  std::string ended_;                 // finish(): what the door tells newcomers; under knocks_mutex_
+  void tell_ended(Knock& knock);      // with knocks_mutex_ held
 };
 
 // Ends a process that took part in a membership: MPI_Finalize, bounded by

@@ -93,7 +93,24 @@ void Membership::take_knock(DoorSocket socket) {
   // or was stopped while queued).
   for (auto k = knocks_.begin(); k != knocks_.end();)
     k = k->hello.index == knock.hello.index ? knocks_.erase(k) : k + 1;
+  if (!ended_.empty()) return tell_ended(knock);
   if (knock.socket.send(std::string(1, kQueued))) knocks_.push_back(std::move(knock));
+}
+
+// Called with knocks_mutex_ held. Keyed, sealed with the knock's session:
+// only the group that proved the key can end a newcomer's wait.
+void Membership::tell_ended(Knock& knock) {
+  knock.socket.send(kEnded + ended_ + (config_.auth ? seal(kEndedLabel, knock.session + ended_) : std::string()));
+}
+
+void Membership::finish(int round) {
+  if (!door_thread_.joinable()) return;  // not the door's keeper
+  std::lock_guard<std::mutex> lock(knocks_mutex_);
+  ended_ = "run \"" + config_.run_id + "\" ended at round " + std::to_string(round) +
+           " before a round boundary admitted this site; nothing is left to train";
+  for (auto& k : knocks_)
+    if (!k.socket.peer_gone()) tell_ended(k);
+  knocks_.clear();
 }
 
 // Every queued knock hears from the door each second; one whose connection

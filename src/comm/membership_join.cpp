@@ -77,6 +77,14 @@ bool Membership::knock(const Door& door) {
     if (frame.empty()) return false;
     const std::string body = frame.substr(1);
     if (frame[0] == kRefused) throw JoinError("refused by the group: " + body);
+    if (frame[0] == kEnded) {
+      // Keyed: unsealed, it is not the group's word (a squatted name): the
+      // door is tried as gone.
+      const bool tagged = hello.keyed && body.size() >= sizeof(MacTag);
+      const std::string what = tagged ? body.substr(0, body.size() - sizeof(MacTag)) : body;
+      if (hello.keyed && (!tagged || !sealed(kEndedLabel, session + what, body.substr(what.size())))) return false;
+      throw RunEnded(what);
+    }
     if (frame[0] == kQueued) {
       if (!queued) step("queued");
       if (!queued) std::printf("knocked at door %d of run \"%s\": queued until the group's next round boundary\n",

@@ -35,6 +35,7 @@ constexpr char kAlive = 'K';      // door -> newcomer: still queued (every kKeep
 constexpr char kRefused = '!';    // door -> newcomer: why it cannot join
 constexpr char kAdmit = '+';      // door -> newcomer: the MPI port to connect to now
 constexpr char kReady = 'Y';      // newcomer -> door: alive and connecting
+constexpr char kEnded = 'E';      // door -> newcomer: the run ended before a boundary admitted it (keyed: sealed)
 
 constexpr double kKeepAliveS = 1.0;
 // How long the door keeper waits for a newcomer's hello, proof or "ready",
@@ -59,6 +60,7 @@ constexpr const char* kAdmitLabel = "diloco-admit:";
 constexpr const char* kJoinLabel = "diloco-join:";
 constexpr const char* kPortLabel = "diloco-port:";
 constexpr const char* kReadyLabel = "diloco-ready:";
+constexpr const char* kEndedLabel = "diloco-ended:";
 constexpr const char* kDoorLabel = "diloco-door:";
 constexpr const char* kRosterLabel = "diloco-roster:";
 constexpr const char* kChannelLabel = "diloco-channel:";  // the proof over the admission's MPI connection
