@@ -37,13 +37,13 @@ else
 fi
 expect_exit 2 "usage: diloco devices" "devices takes no arguments" -- "$DILOCO_BIN" devices extra
 
-# Every bundled recipe validates (a token recipe against shards of its vocabulary).
 # The host block cache's switch from the environment: another value than 0
 # or 1 is refused before the run writes anything but its ranks' heartbeats.
 expect_exit 2 'DILOCO_HOST_BLOCK_CACHE is "off"' "DILOCO_HOST_BLOCK_CACHE=off" -- \
   env DILOCO_HOST_BLOCK_CACHE=off "$DILOCO_BIN" train recipes/quickstart.toml --out "$WORK/block_cache"
 written=$(find "$WORK/block_cache" -mindepth 1 -not -path "*/.heartbeat*" 2>/dev/null)
 [[ -z $written ]] && pass "nothing but heartbeats written after the refusal" || fail "the refused run wrote: $written"
+# Every bundled recipe validates (a token recipe against shards of its vocabulary).
 for recipe in recipes/*.toml; do
   data_sets "$recipe"
   expect_exit 0 "" "check $recipe" -- "$DILOCO_BIN" check "$recipe" "${sets[@]}"

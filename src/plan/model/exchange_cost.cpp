@@ -16,6 +16,13 @@ double slower(double a, double b) {
   return std::min(a, b);
 }
 
+// One message of `bytes` from one site to another: the larger latency of
+// the two, then the bytes at the slower of the sender's uplink and the
+// receiver's downlink.
+double message_seconds(const SiteLink& from, const SiteLink& to, double bytes) {
+  return std::max(from.latency_s, to.latency_s) + over(bytes, slower(from.up_bytes_per_s, to.down_bytes_per_s));
+}
+
 // The values in one all-gather part, as the exchange cuts them: at most
 // about part_bytes of payload, whole codec blocks; codecs that cannot be cut
 // (top-k) go whole.
@@ -55,10 +62,7 @@ double all_gather_seconds(const std::vector<SiteLink>& links, const std::vector<
 
 double shifted_gather_seconds(const std::vector<SiteLink>& links, const std::vector<double>& payload) {
   const std::size_t n = links.size();
-  const auto transfer = [&](std::size_t from, std::size_t to) {
-    return std::max(links[from].latency_s, links[to].latency_s) +
-           over(payload[from], slower(links[from].up_bytes_per_s, links[to].down_bytes_per_s));
-  };
+  const auto transfer = [&](std::size_t from, std::size_t to) { return message_seconds(links[from], links[to], payload[from]); };
   std::vector<double> done(n, 0.0), next(n, 0.0);  // when each site finished the shift before
   for (std::size_t j = 1; j < n; ++j) {
     for (std::size_t i = 0; i < n; ++i) {
@@ -73,12 +77,7 @@ double shifted_gather_seconds(const std::vector<SiteLink>& links, const std::vec
 double ring_hop_seconds(const std::vector<SiteLink>& links, double bytes) {
   const std::size_t n = links.size();
   double slowest = 0.0;
-  for (std::size_t i = 0; n > 1 && i < n; ++i) {
-    const SiteLink& from = links[i];
-    const SiteLink& to = links[(i + 1) % n];
-    const double rate = slower(from.up_bytes_per_s, to.down_bytes_per_s);
-    slowest = std::max(slowest, std::max(from.latency_s, to.latency_s) + over(bytes, rate));
-  }
+  for (std::size_t i = 0; n > 1 && i < n; ++i) slowest = std::max(slowest, message_seconds(links[i], links[(i + 1) % n], bytes));
   return slowest;
 }
 

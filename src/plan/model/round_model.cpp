@@ -47,18 +47,22 @@ std::unique_ptr<compression::Codec> codec_of(const PlanInputs& in, const std::st
   return plan_codec(name, in.codec_settings);
 }
 
+// The host whose cores site s shares with more ranks than they number, or -1.
+int shared_host(const PlanInputs& in, std::size_t s) {
+  return s < in.site_shared_host.size() ? in.site_shared_host[s] : -1;
+}
+
 // How long the sites' steps of one window take, from each site's time for
 // them (`spans`): the slowest site's; sites sharing a host's cores beyond
-// their number finish together in what the host can do
-// instead: with n_s ranks each, sum n_s / sum (n_s / span_s) (a site whose
-// span is longer had a smaller share of the cores; one that finishes first
-// hands its share on, so the host's work is done at its full rate). At
-// least `floor`.
+// their number finish together in what the host can do instead: with n_s
+// ranks each, sum n_s / sum (n_s / span_s) (a site whose span is longer had
+// a smaller share of the cores; one that finishes first hands its share on,
+// so the host's work is done at its full rate). At least `floor`.
 double window_s(const PlanInputs& in, const std::vector<double>& spans, double floor) {
   double slowest = floor;
   std::vector<std::pair<double, double>> shared;  // per shared host: ranks, ranks over span
   for (std::size_t s = 0; s < spans.size(); ++s) {
-    const int host = s < in.site_shared_host.size() ? in.site_shared_host[s] : -1;
+    const int host = shared_host(in, s);
     if (host < 0 || spans[s] <= 0.0) {
       slowest = std::max(slowest, spans[s]);
       continue;
@@ -71,11 +75,6 @@ double window_s(const PlanInputs& in, const std::vector<double>& spans, double f
   for (const auto& [ranks, rate] : shared)
     if (rate > 0.0) slowest = std::max(slowest, ranks / rate);
   return slowest;
-}
-
-// Whether site s shares its host's cores with more ranks than they number.
-bool on_shared_host(const PlanInputs& in, std::size_t s) {
-  return s < in.site_shared_host.size() && in.site_shared_host[s] >= 0;
 }
 
 // The mean over windows of h consecutive steps of window_s of the sites'
@@ -95,14 +94,14 @@ double slowest_window(const PlanInputs& in, const std::vector<std::vector<double
   std::size_t n = std::numeric_limits<std::size_t>::max();
   std::vector<double> spans;
   for (std::size_t s = 0; s < sites.size(); ++s) {
-    if (!on_shared_host(in, s)) n = std::min(n, sites[s].size());
+    if (shared_host(in, s) < 0) n = std::min(n, sites[s].size());
     spans.push_back(H * std::accumulate(sites[s].begin(), sites[s].end(), 0.0) /
                     static_cast<double>(sites[s].size()));
   }
   if (n == std::numeric_limits<std::size_t>::max() || n < 2 * h) return window_s(in, spans, floor);
   std::vector<std::vector<double>> prefix(sites.size());
   for (std::size_t s = 0; s < sites.size(); ++s) {
-    if (on_shared_host(in, s)) continue;
+    if (shared_host(in, s) >= 0) continue;
     prefix[s].assign(n + 1, 0.0);
     for (std::size_t k = 0; k < n; ++k) prefix[s][k + 1] = prefix[s][k] + sites[s][k];
   }
