@@ -903,8 +903,9 @@ round, the longer of its steps and its exchange, whose time varies as the
 probe's exchanges with the recipe's codec (int4 here) varied, and whose
 mean is the model's time scaled by what the probe's exchanges took (the
 largest of the leaders' means) over the model's time for them; each round's
-report gather, and its stop vote where the exchange outlasts the steps, pay
-what the probe's small all-reduce right behind an exchange took; that plan trains across the same namespaces for at least 6 rounds and 10 s
+report gather pays what the probe's small all-reduce right behind an
+exchange took, on top of the steps (an exchange that outlasts the steps and
+the report hides it: the round lasts the exchange); that plan trains across the same namespaces for at least 6 rounds and 10 s
 of steady rounds (all but the first and the last), which are compared with
 the prediction. Targets: round time and utilization within 10%, peak RSS
 within 15%.

@@ -180,8 +180,9 @@ void print_inputs(const Recipe& recipe, const PlanOptions& options, const Planni
                 in.probe_codec.c_str(), algorithm, in.probe_exchange_s, m.modelled_s, algorithm, m.factor);
   }
   if (in.control_s > 0.0)
-    std::printf("a small all-reduce right after an exchange (%s): %.4f s; each round's report pays it, and its stop "
-                "vote where an overlapped exchange is still in flight\n", p.cluster->probe_codec.c_str(), in.control_s);
+    std::printf("a small all-reduce right after an exchange (%s): %.4f s; each round's report pays it, unless a "
+                "delayed exchange outlasts the steps and the report; streaming, the stop vote pays it again where "
+                "the last fragment is still in flight\n", p.cluster->probe_codec.c_str(), in.control_s);
 }
 
 void print_what_if(const Recipe& recipe, const PlanInputs& in) {

@@ -95,8 +95,10 @@ TEST(PlanModelTest, DelayedAndStreamingHideWhatComputeCovers) {
   const auto in = inputs(2, 100.0, 50.0, 4000000, 0.1);
   const auto blocking = evaluate(in, "int8", "none", 30);
   const auto delayed = evaluate(in, "int8", "delayed", 30);
-  EXPECT_NEAR(delayed.exposed_s, std::max(0.0, blocking.sync_s - 3.0) + report(in), 1e-12);
-  EXPECT_NEAR(evaluate(in, "int8", "delayed", 2).exposed_s, blocking.sync_s - 0.2 + report(in), 1e-12);
+  EXPECT_NEAR(delayed.exposed_s, std::max(report(in), blocking.sync_s - 3.0), 1e-12);
+  // An exchange that outlasts the steps and the report hides the report.
+  ASSERT_GT(blocking.sync_s, 0.2 + report(in));
+  EXPECT_NEAR(evaluate(in, "int8", "delayed", 2).exposed_s, blocking.sync_s - 0.2, 1e-12);
   const auto streaming = evaluate(in, "int8", "streaming", 20);
   EXPECT_EQ(streaming.fragments, 4);
   EXPECT_EQ(streaming.tau, 5);  // min(H / fragments, 5)
@@ -129,7 +131,7 @@ TEST(PlanModelTest, ARoundWaitsForTheSlowestSiteOfThatRound) {
   EXPECT_NEAR(round_compute_s(in, 1, 0.0, 0.25), 0.25, 1e-12);
   EXPECT_NEAR(round_compute_s(in, 2, 0.0, 0.35), (20 * 0.4 + 19 * 0.35) / 39.0, 1e-12);
   const auto delayed = evaluate(in, "none", "delayed", 2);
-  EXPECT_NEAR(delayed.round_s, round_compute_s(in, 2, 0.0, delayed.sync_s) + report(in), 1e-12);
+  EXPECT_NEAR(delayed.round_s, round_compute_s(in, 2, 0.0, delayed.sync_s - report(in)) + report(in), 1e-12);
   EXPECT_NEAR(delayed.exposed_s, delayed.round_s - round_compute_s(in, 2), 1e-12);
   in.site_steps.clear();
   EXPECT_NEAR(round_compute_s(in, 4), 4 * 0.15, 1e-12);  // no series: H times step_s
@@ -195,7 +197,7 @@ TEST(PlanModelTest, OverlappedRoundsWaitForTheLongerOfStepsAndAVaryingExchange) 
   EXPECT_NEAR(evaluate(in, "int8", "delayed", H).exposed_s, report(in), 1e-12);
   in.exchange_spread = {0.8, 1.2};
   const auto delayed = evaluate(in, "int8", "delayed", H);
-  EXPECT_NEAR(delayed.exposed_s, 0.5 * 0.2 * sync + report(in), 1e-12);
+  EXPECT_NEAR(delayed.exposed_s, 0.5 * std::max(report(in), 0.2 * sync) + 0.5 * report(in), 1e-12);
   EXPECT_NEAR(delayed.sync_s, sync, 1e-12);  // the mean is the model's
   EXPECT_NEAR(evaluate(in, "int8", "none", H).exposed_s, sync + report(in), 1e-12);
   // Streaming: each fragment's exchange against tau steps, over the spread.
@@ -207,24 +209,27 @@ TEST(PlanModelTest, OverlappedRoundsWaitForTheLongerOfStepsAndAVaryingExchange) 
               1e-12);
 }
 
-// The report gather waits behind the exchange every round; the stop vote
-// too, in the rounds whose overlapped exchange outlasts the steps.
-TEST(PlanModelTest, ARoundsControlMessagesWaitBehindTheExchange) {
+// Blocking, the report waits behind the exchange; delayed, a round lasts the
+// larger of its steps plus the report and the exchange beside them, so an
+// exchange that outlasts both hides the report and the vote.
+TEST(PlanModelTest, ADelayedExchangeThatOutlastsTheStepsHidesTheRoundsControlMessages) {
   auto in = inputs(2, 100.0, 50.0, 4000000, 0.1);
   const double sync = evaluate(in, "int8", "none", 1).sync_s;
   const int H = 10;
   in.step_s = sync / H;
   in.exchange_spread = {0.8, 1.2};
-  const auto plain_delayed = evaluate(in, "int8", "delayed", H);
-  const auto plain_blocking = evaluate(in, "int8", "none", H);
   in.control_s = 0.01;
-  EXPECT_NEAR(evaluate(in, "int8", "none", H).exposed_s, plain_blocking.exposed_s - report(in) + 0.01, 1e-12);
-  // Half the exchange times (1.2) outlast the steps: the vote waits in half the rounds.
-  EXPECT_NEAR(evaluate(in, "int8", "delayed", H).exposed_s, plain_delayed.exposed_s - report(in) + 0.01 * 1.5, 1e-12);
-  in.step_s = 2.0 * sync / H;  // no exchange outlasts the steps
+  ASSERT_GT(0.2 * sync, 0.01);
+  EXPECT_NEAR(evaluate(in, "int8", "none", H).exposed_s, sync + 0.01, 1e-12);
+  // The rounds at 1.2 last their exchange; those at 0.8, the steps and the report.
+  EXPECT_NEAR(evaluate(in, "int8", "delayed", H).exposed_s, 0.5 * (1.2 * sync - sync) + 0.5 * 0.01, 1e-12);
+  in.step_s = 2.0 * sync / H;  // no exchange outlasts the steps: the report, every round
   EXPECT_NEAR(evaluate(in, "int8", "delayed", H).exposed_s, 0.01, 1e-12);
-  in.control_s = 0.0;
+  in.control_s = 0.0;  // unmeasured: the report gather on the model's links
   EXPECT_NEAR(evaluate(in, "int8", "delayed", H).exposed_s, report(in), 1e-12);
+  in.step_s = 0.5 * sync / H;  // every exchange outlasts the steps and the report: the exchange alone
+  in.control_s = 0.01;
+  EXPECT_NEAR(evaluate(in, "int8", "delayed", H).exposed_s, sync - 0.5 * sync, 1e-12);
 }
 
 TEST(PlanModelTest, UtilizationGoalTakesTheSmallestHThatReachesIt) {

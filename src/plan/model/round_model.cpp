@@ -124,15 +124,19 @@ double over_spread(const PlanInputs& in, double sync_s, F f) {
   return total / static_cast<double>(in.exchange_spread.size());
 }
 
-// What a round's boundary adds (see plan_model.h): the report's control_s,
-// and the vote's in the share of the spread's exchange times over `covered`
-// (an overlapped exchange against the steps beside it; blocking: none).
-// Unmeasured, the report gather alone, on the links as the model has them
-// (the vote runs on all ranks' communicator, not between the leaders).
-double boundary_s(const PlanInputs& in, double sync_s, double covered, bool overlapped) {
-  if (in.control_s <= 0.0)
-    return all_gather_seconds(in.sites, std::vector<double>(in.sites.size(), kRoundReportBytes));
-  if (!overlapped) return in.control_s;
+// A round's report (see round_model.h): the probe's control_s, unmeasured
+// the report gather on the links as the model has them.
+double report_s(const PlanInputs& in) {
+  if (in.control_s > 0.0) return in.control_s;
+  return all_gather_seconds(in.sites, std::vector<double>(in.sites.size(), kRoundReportBytes));
+}
+
+// Streaming's boundary: the report, and the vote in the share of the
+// spread's exchange times over `covered` (the last fragment's exchange is
+// still on the links when the steps end; the vote runs on all ranks'
+// communicator, so it is only measured, never modelled).
+double streaming_boundary_s(const PlanInputs& in, double sync_s, double covered) {
+  if (in.control_s <= 0.0) return report_s(in);
   const double vote = over_spread(in, sync_s, [covered](double s) { return s > covered ? 1.0 : 0.0; });
   return in.control_s * (1.0 + vote);
 }
@@ -195,21 +199,23 @@ PlanCandidate evaluate(const PlanInputs& in, const std::string& codec_name, cons
     const double covered = c.tau * compute / H;
     c.exposed_s = c.fragments * over_spread(in, one.seconds, [&](double s) {
       return std::max(0.0, s - covered);
-    }) + boundary_s(in, one.seconds, covered, true);
+    }) + streaming_boundary_s(in, one.seconds, covered);
     c.bytes_per_round = c.fragments * one.bytes;
   } else {
     const auto whole = exchange(in, *codec, in.params);
     c.ring = whole.algorithm == Algorithm::kRing;
     c.sync_s = whole.seconds;
     if (overlap == "delayed") {
-      // A round ends when both its steps and the exchange beside them have:
-      // the mean over windows and exchange times of the larger of the two.
-      const double f = in_flight(c.sync_s);
+      // A round ends when both its steps and report and the exchange
+      // beside them have: the mean over windows and exchange times of the
+      // larger of the two. The vote and the report run while the exchange
+      // is on the links, so an exchange that outlasts them hides them.
+      const double f = in_flight(c.sync_s), report = report_s(in);
       compute = round_compute_s(in, H, f);
-      c.exposed_s = over_spread(in, c.sync_s, [&](double s) { return round_compute_s(in, H, f, s); }) -
-                    compute + boundary_s(in, c.sync_s, compute, true);
+      c.exposed_s = over_spread(in, c.sync_s, [&](double s) { return round_compute_s(in, H, f, s - report); }) +
+                    report - compute;
     } else {
-      c.exposed_s = whole.seconds + boundary_s(in, c.sync_s, 0.0, false);
+      c.exposed_s = whole.seconds + report_s(in);
     }
     c.bytes_per_round = whole.bytes;
   }
