@@ -40,7 +40,8 @@ std::vector<std::vector<std::byte>> Exchange::timed_all_gather(std::span<const s
   const auto start = std::chrono::steady_clock::now();
   auto all = comm::shifted_all_gather(leaders_, mine, kShiftTag);
   stats.transfer_seconds += seconds_since(start);
-  stats.transfer_messages += 1;
+  // The n - 1 shifts go one after another, each paying a latency.
+  stats.transfer_messages += static_cast<int>(all.size()) - 1;
   // Every sender's uplink carries its payload to each of the n - 1 others:
   // the largest payload's n - 1 copies are what the slowest uplink waits on.
   std::size_t largest = 0;
