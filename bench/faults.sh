@@ -188,6 +188,26 @@ newcomer_cell() {
   return 0
 }
 
+# wait_for_pid PID SECONDS: whether the process ended within SECONDS.
+wait_for_pid() {
+  local i
+  for ((i = 0; i < $2 * 10; ++i)); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+  return 1
+}
+
+# dump_stacks PATTERN DIR: every thread's stack of each process whose command
+# line matches PATTERN, to DIR/stacks-PID.txt, and the main thread's top
+# frames of each to stderr (what a hung site was doing).
+dump_stacks() {
+  local pid
+  for pid in $(pgrep -f "$1"); do
+    echo "still running: $(tr '\0' ' ' <"/proc/$pid/cmdline" | cut -c1-160)" >&2
+    command -v gdb >/dev/null || continue
+    timeout 60 gdb -p "$pid" -batch -ex "thread apply all bt 30" >"$2/stacks-$pid.txt" 2>&1
+    grep -m 12 -E "^#[0-9]+ " "$2/stacks-$pid.txt" | sed 's/^/    /' >&2
+  done
+}
+
 # cut_cell N VICTIM: the real trainer (DILOCO_BIN, default build/diloco),
 # N sites in network namespaces (scripts/netsim --rendezvous, needs root):
 # VICTIM's link is cut after 8 s; the cut-off site must stop as a minority
@@ -215,6 +235,15 @@ cut_cell() {
   local m=$dir/site-$other/metrics.jsonl
   wait_for "$m" "\"left\":\[\"site-$v\"\]" 60 && recovery=$(echo "$(date +%s.%N) - $cut_at" | bc)
   wait_for "$dir/site-$v-again.log" "knocked at door" 90 && knock_round=$(wc -l <"$m")
+  # Bounded well inside the test's own limit, so a site that hangs is named,
+  # with every thread's stack (gdb), and the logs are kept.
+  if ! wait_for_pid "$netsim" 150; then
+    dump_stacks "^$bin train .*rendezvous.run_id=cut-$$-$v( |\$)" "$dir"
+    kill "$netsim" 2>/dev/null
+    wait $netsim
+    echo "a site was still running 150 s after the relaunch's knock (stacks in $dir/stacks-*.txt)|$recovery|"
+    return 1
+  fi
   wait $netsim
   local rc=$?
   [[ -n $recovery ]] || { echo "the connected sites did not go on||"; return 1; }

@@ -17,6 +17,16 @@ namespace diloco::comm {
 
 using namespace wire;
 
+bool wire::with_name_service(std::function<void()> call) {
+  auto done = std::make_shared<std::promise<void>>();
+  auto returned = done->get_future();
+  std::thread([done, call = std::move(call)] {
+    call();
+    done->set_value();
+  }).detach();
+  return returned.wait_for(std::chrono::duration<double>(kHandshakeS)) == std::future_status::ready;
+}
+
 void Membership::open_door() {
   listener_ = std::make_unique<DoorListener>();
   const std::string door = "door-" + std::to_string(door_generation_);
@@ -105,12 +115,24 @@ void Membership::tell_ended(Knock& knock) {
 
 void Membership::finish(int round) {
   if (!door_thread_.joinable()) return;  // not the door's keeper
-  std::lock_guard<std::mutex> lock(knocks_mutex_);
-  ended_ = "run \"" + config_.run_id + "\" ended at round " + std::to_string(round) +
-           " before a round boundary admitted this site; nothing is left to train";
-  for (auto& k : knocks_)
-    if (!k.socket.peer_gone()) tell_ended(k);
-  knocks_.clear();
+  {
+    std::lock_guard<std::mutex> lock(knocks_mutex_);
+    ended_ = "run \"" + config_.run_id + "\" ended at round " + std::to_string(round) +
+             " before a round boundary admitted this site; nothing is left to train";
+    for (auto& k : knocks_)
+      if (!k.socket.peer_gone()) tell_ended(k);
+    knocks_.clear();
+  }
+  // After the door has closed, the name tells it instead (an end published
+  // before, by a run taken further since, is replaced).
+  const bool published = with_name_service([ended = name("ended"), round] {
+    if (const int before = published_round(ended); before >= 0)
+      MPI_Unpublish_name(ended.c_str(), MPI_INFO_NULL, std::to_string(before).c_str());
+    MPI_Publish_name(ended.c_str(), MPI_INFO_NULL, std::to_string(round).c_str());
+  });
+  if (!published)
+    std::fprintf(stderr, "diloco: the rendezvous did not answer within %.0f s; run \"%s\" is not marked as "
+                 "ended\n", kHandshakeS, config_.run_id.c_str());
 }
 
 // Every queued knock hears from the door each second; one whose connection
@@ -170,13 +192,7 @@ std::vector<Membership::Knock> Membership::take_knocks() {
 void Membership::end_run() {
   leaders_->barrier();
   if (leaders_->rank() != 0) return;
-  auto done = std::make_shared<std::promise<void>>();
-  auto withdrawn = done->get_future();
-  std::thread([done, started = name("started")] {
-    MPI_Unpublish_name(started.c_str(), MPI_INFO_NULL, "1");
-    done->set_value();
-  }).detach();
-  if (withdrawn.wait_for(std::chrono::duration<double>(kHandshakeS)) != std::future_status::ready)
+  if (!with_name_service([started = name("started")] { MPI_Unpublish_name(started.c_str(), MPI_INFO_NULL, "1"); }))
     std::fprintf(stderr, "diloco: the rendezvous did not answer within %.0f s; run \"%s\" stays marked as "
                  "started\n", kHandshakeS, config_.run_id.c_str());
 }
@@ -194,13 +210,9 @@ void Membership::close_door() {
   // The name service may be out of reach (this site cut off): withdrawing
   // the names gets kHandshakeS, then they are left behind like a killed
   // keeper's (discovery tolerates stale names), never waited on for good.
-  auto done = std::make_shared<std::promise<void>>();
-  auto withdrawn = done->get_future();
-  std::thread([done, names = door_names_, endpoint = listener_->endpoint()] {
-    for (const auto& n : names) MPI_Unpublish_name(n.c_str(), MPI_INFO_NULL, endpoint.c_str());
-    done->set_value();
-  }).detach();
-  if (withdrawn.wait_for(std::chrono::duration<double>(kHandshakeS)) != std::future_status::ready)
+  if (!with_name_service([names = door_names_, endpoint = listener_->endpoint()] {
+        for (const auto& n : names) MPI_Unpublish_name(n.c_str(), MPI_INFO_NULL, endpoint.c_str());
+      }))
     std::fprintf(stderr, "diloco: the rendezvous did not answer within %.0f s; this site's door names stay "
                  "published (the others step over them)\n", kHandshakeS);
   listener_.reset();

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <condition_variable>
 #include <mutex>
@@ -64,6 +65,14 @@ constexpr const char* kEndedLabel = "diloco-ended:";
 constexpr const char* kDoorLabel = "diloco-door:";
 constexpr const char* kRosterLabel = "diloco-roster:";
 constexpr const char* kChannelLabel = "diloco-channel:";  // the proof over the admission's MPI connection
+
+// Runs `call` (calls into the name service) on a thread of its own and
+// waits at most kHandshakeS for it: the server may be out of reach (this
+// site cut off), and a site never hangs on it. False when it did not return
+// in time (the call is left to finish or fail on its own).
+bool with_name_service(std::function<void()> call);
+// The round published under `name` ("ended"), or -1 when none is.
+int published_round(const std::string& name);
 
 using Clock = std::chrono::steady_clock;
 inline double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
