@@ -118,7 +118,6 @@ std::unique_ptr<comm::Membership> join_sites(const Recipe& recipe, comm::SiteCom
   config.join_timeout_s = recipe.rendezvous.join_timeout_s;
   config.deadline_s = recipe.timeouts.timeout_s;
   config.ping_s = recipe.rendezvous.ping_s;
-  config.rounds = recipe.outer.rounds;
   config.auth = auth;
   config.exchange_channel = recipe.sync.overlap != outer::OverlapMode::kNone;
   if (at_join_step) config.at_join_step = [at_join_step](const char* step, const std::string&) { at_join_step(step); };

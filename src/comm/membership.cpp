@@ -73,8 +73,7 @@ Membership::~Membership() { close_door(); }
 // Only the founder founds, and only while no door answers: before the run
 // has started at once, after it only once a live group would have
 // published a new door (a recovery's bound), so a relaunched founder never
-// starts a second group beside a live one; at once too when the run is
-// published as ended before the founder's last round.
+// starts a second group beside a live one.
 void Membership::enter() {
   // Both clocks restart whenever a door answers: a live group that queues
   // this site (or lost its keeper meanwhile) is waited for.
@@ -90,19 +89,7 @@ void Membership::enter() {
       if (joined) break;
     }
     if (joined) break;
-    // No door answers and the run is published as ended: over for a site
-    // whose rounds it reached; a founder that brings more founds it again.
-    const int ended = config_.rounds > 0 ? ended_round() : -1;
-    if (ended >= config_.rounds)
-      throw RunEnded("run \"" + config_.run_id + "\" ended at round " + std::to_string(ended) + " and this site trains " +
-                     std::to_string(config_.rounds) + " rounds: nothing is left to train (site " +
-                     std::to_string(config_.founder) + ", launched with more outer.rounds and --resume auto, takes "
-                     "it further; a new run needs another rendezvous.run_id)");
-    if (config_.hello.index == config_.founder && (!run_started() || ended >= 0 || since(last_answer) > refound_after)) {
-      if (ended >= 0)
-        with_name_service([name = name("ended"), ended] {
-          MPI_Unpublish_name(name.c_str(), MPI_INFO_NULL, std::to_string(ended).c_str());
-        });
+    if (config_.hello.index == config_.founder && (!run_started() || since(last_answer) > refound_after)) {
       found(doors.empty() ? 0 : doors.front().generation + 1);
       break;
     }

@@ -85,9 +85,6 @@ struct JoinConfig {
   double join_timeout_s = 120.0;
   double deadline_s = 60.0;    // every wait between sites (sync.timeout_s)
   double ping_s = 2.0;         // how long a recovery listens for the survivors
-  // The rounds this site trains (outer.rounds): a run published as ended at
-  // this round or later has nothing left for it (0: never taken as ended).
-  int rounds = 0;
   // With a key: a newcomer proves it holds it (HMAC over a challenge) and the
   // group proves it back; a site without it, or with another, is refused.
   const MessageAuth* auth = nullptr;
@@ -207,8 +204,7 @@ class Membership {
   // A group that trained its last round (`round`), on every leader: the
   // door's keeper tells every newcomer queued at its door, and every one
   // that knocks until the door closes, that the run ended, so none waits for
-  // an admission that will not come; and publishes the round as the run's
-  // end, for sites that look for the run after the door has closed.
+  // an admission that will not come.
   void finish(int round);
 
  private:
@@ -231,9 +227,6 @@ class Membership {
   // The newcomer's side: the doors published for the run, newest first.
   std::vector<Door> published_doors() const;
   bool run_started() const;
-  // The round the run ended at, as its last keeper published it ("ended"),
-  // or -1 when no end is published.
-  int ended_round() const;
   // Knocks at `door`: false when it does not answer (a stale name, a
   // keeper that is gone); throws JoinError when the group refuses.
   bool knock(const Door& door);

@@ -115,24 +115,12 @@ void Membership::tell_ended(Knock& knock) {
 
 void Membership::finish(int round) {
   if (!door_thread_.joinable()) return;  // not the door's keeper
-  {
-    std::lock_guard<std::mutex> lock(knocks_mutex_);
-    ended_ = "run \"" + config_.run_id + "\" ended at round " + std::to_string(round) +
-             " before a round boundary admitted this site; nothing is left to train";
-    for (auto& k : knocks_)
-      if (!k.socket.peer_gone()) tell_ended(k);
-    knocks_.clear();
-  }
-  // After the door has closed, the name tells it instead (an end published
-  // before, by a run taken further since, is replaced).
-  const bool published = with_name_service([ended = name("ended"), round] {
-    if (const int before = published_round(ended); before >= 0)
-      MPI_Unpublish_name(ended.c_str(), MPI_INFO_NULL, std::to_string(before).c_str());
-    MPI_Publish_name(ended.c_str(), MPI_INFO_NULL, std::to_string(round).c_str());
-  });
-  if (!published)
-    std::fprintf(stderr, "diloco: the rendezvous did not answer within %.0f s; run \"%s\" is not marked as "
-                 "ended\n", kHandshakeS, config_.run_id.c_str());
+  std::lock_guard<std::mutex> lock(knocks_mutex_);
+  ended_ = "run \"" + config_.run_id + "\" ended at round " + std::to_string(round) +
+           " before a round boundary admitted this site; nothing is left to train";
+  for (auto& k : knocks_)
+    if (!k.socket.peer_gone()) tell_ended(k);
+  knocks_.clear();
 }
 
 // Every queued knock hears from the door each second; one whose connection

@@ -2,7 +2,6 @@
 // doors published for the run, knock on the newest that answers, prove the
 // key, wait queued until a round boundary, then connect when told to.
 #include <cstdio>
-#include <cstdlib>
 
 #include "comm/membership.h"
 #include "comm/membership_wire.h"
@@ -41,16 +40,6 @@ bool Membership::run_started() const {
   char value[MPI_MAX_PORT_NAME] = {0};
   return MPI_Lookup_name(name("started").c_str(), MPI_INFO_NULL, value) == MPI_SUCCESS;
 }
-
-int wire::published_round(const std::string& name) {
-  char value[MPI_MAX_PORT_NAME] = {0};
-  if (MPI_Lookup_name(name.c_str(), MPI_INFO_NULL, value) != MPI_SUCCESS) return -1;
-  char* end = nullptr;
-  const long round = std::strtol(value, &end, 10);
-  return end != value && *end == '\0' && round >= 0 && round <= (1 << 30) ? static_cast<int>(round) : -1;
-}
-
-int Membership::ended_round() const { return published_round(name("ended")); }
 
 bool Membership::knock(const Door& door) {
   const auto step = [this](const char* what, const std::string& port = "") {

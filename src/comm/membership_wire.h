@@ -71,8 +71,6 @@ constexpr const char* kChannelLabel = "diloco-channel:";  // the proof over the 
 // site cut off), and a site never hangs on it. False when it did not return
 // in time (the call is left to finish or fail on its own).
 bool with_name_service(std::function<void()> call);
-// The round published under `name` ("ended"), or -1 when none is.
-int published_round(const std::string& name);
 
 using Clock = std::chrono::steady_clock;
 inline double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
