@@ -204,7 +204,8 @@ dump_stacks() {
     echo "still running: $(tr '\0' ' ' <"/proc/$pid/cmdline" | cut -c1-160)" >&2
     command -v gdb >/dev/null || continue
     timeout 60 gdb -p "$pid" -batch -ex "thread apply all bt 30" >"$2/stacks-$pid.txt" 2>&1
-    grep -m 12 -E "^#[0-9]+ " "$2/stacks-$pid.txt" | sed 's/^/    /' >&2
+    awk '/^Thread 1 /{main=1; next} /^Thread /{main=0} main && /^#[0-9]+ /' "$2/stacks-$pid.txt" | head -12 |
+      cut -c1-200 | sed 's/^/    /' >&2
   done
 }
 
@@ -236,12 +237,14 @@ cut_cell() {
   wait_for "$m" "\"left\":\[\"site-$v\"\]" 60 && recovery=$(echo "$(date +%s.%N) - $cut_at" | bc)
   wait_for "$dir/site-$v-again.log" "knocked at door" 90 && knock_round=$(wc -l <"$m")
   # Bounded well inside the test's own limit, so a site that hangs is named,
-  # with every thread's stack (gdb), and the logs are kept.
-  if ! wait_for_pid "$netsim" 150; then
+  # with every thread's stack (gdb), and the logs are kept (CUT_WAIT_S: the
+  # bound in seconds, 150).
+  if ! wait_for_pid "$netsim" "${CUT_WAIT_S:-150}"; then
     dump_stacks "^$bin train .*rendezvous.run_id=cut-$$-$v( |\$)" "$dir"
-    kill "$netsim" 2>/dev/null
+    # The sites and their mpiruns (not netsim: it then ends and removes its namespaces).
+    pkill -9 -f "^(mpirun|$bin) .*rendezvous.run_id=cut-$$-$v( |\$)"
     wait $netsim
-    echo "a site was still running 150 s after the relaunch's knock (stacks in $dir/stacks-*.txt)|$recovery|"
+    echo "a site was still running ${CUT_WAIT_S:-150} s after the relaunch's knock (stacks in $dir/stacks-*.txt)|$recovery|"
     return 1
   fi
   wait $netsim
